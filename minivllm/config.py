@@ -1,0 +1,148 @@
+"""Engine configuration with vLLM's field names, defaults and validation messages (§11.7).
+
+Mirrors ``vllm/config.py`` (SchedulerConfig, CacheConfig) and the V1 defaults of
+``vllm/engine/arg_utils.py``: chunked prefill on, prefix caching on. Every bad
+value raises ``ValueError`` naming the parameter, its value and what is
+allowed, before any engine state exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048  # vllm/config.py _DEFAULT_MAX_NUM_BATCHED_TOKENS
+DEFAULT_MAX_NUM_SEQS = 128
+DEFAULT_MAX_MODEL_LEN = 8192
+SCHEDULING_POLICIES = ("fcfs", "priority")
+# vLLM 0.8.5 allows {1, 8, 16, 32, 64, 128}; 256 is added for upstream FlashAttention-2's page rule.
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be {allowed}, got {value}.")
+
+
+@dataclass
+class SchedulerConfig:
+    """How the scheduler spends each step's token budget (vLLM ``SchedulerConfig``)."""
+
+    max_num_batched_tokens: int | None = None  # the token budget per step
+    max_num_seqs: int | None = None  # at most this many requests RUNNING at once
+    max_model_len: int | None = None  # prompt + output tokens of one request
+    long_prefill_token_threshold: int = 0  # cap on one request's tokens per step; 0 = off
+    enable_chunked_prefill: bool = True  # V1 default
+    policy: str = "fcfs"  # or "priority" (vLLM 0.9.x)
+
+    def __post_init__(self) -> None:
+        if self.max_model_len is None:
+            self.max_model_len = DEFAULT_MAX_MODEL_LEN
+        if self.max_num_seqs is None:
+            self.max_num_seqs = DEFAULT_MAX_NUM_SEQS
+        if self.max_num_batched_tokens is None:
+            if self.enable_chunked_prefill:
+                self.max_num_batched_tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS
+            else:
+                self.max_num_batched_tokens = max(self.max_model_len, DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        self.verify()
+
+    def verify(self) -> None:
+        _check_int("max_model_len", self.max_model_len, 1)
+        _check_int("max_num_seqs", self.max_num_seqs, 1)
+        _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, self.max_model_len)
+        if not isinstance(self.enable_chunked_prefill, bool):
+            raise ValueError(f"enable_chunked_prefill must be True or False, got {self.enable_chunked_prefill!r}.")
+        if self.policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"policy must be one of {SCHEDULING_POLICIES}, got {self.policy!r}.")
+        if self.max_num_batched_tokens < self.max_model_len and not self.enable_chunked_prefill:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
+                f"({self.max_model_len}). This effectively limits the maximum sequence length to "
+                "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+                "max_num_batched_tokens or decrease max_model_len (or enable chunked prefill)."
+            )
+        if self.long_prefill_token_threshold > 0 and not self.enable_chunked_prefill:
+            raise ValueError(
+                f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) splits prompts into chunks, "
+                "so it needs enable_chunked_prefill=True; with chunked prefill off it must be 0."
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal to "
+                f"max_num_seqs ({self.max_num_seqs})."
+            )
+
+
+@dataclass
+class CacheConfig:
+    """The paged KV cache (vLLM ``CacheConfig``)."""
+
+    block_size: int = 16
+    num_gpu_blocks: int | None = None  # None: sized from memory by the executor
+    enable_prefix_caching: bool = True  # V1 default
+    prefix_caching_hash_algo: str = "builtin"
+    gpu_memory_utilization: float = 0.9  # CUDA: fraction of device memory for weights + activations + KV
+    kv_cache_memory_bytes: int | None = None  # CPU: bytes for the KV cache (None: 1 GiB)
+
+    def __post_init__(self) -> None:
+        self.verify()
+
+    def verify(self) -> None:
+        if self.block_size not in BLOCK_SIZES:
+            raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {self.block_size!r}.")
+        if self.num_gpu_blocks is not None:
+            _check_int("num_gpu_blocks", self.num_gpu_blocks, 2)
+        if self.prefix_caching_hash_algo not in ("builtin", "sha256"):
+            raise ValueError(
+                f"prefix_caching_hash_algo must be 'builtin' or 'sha256', got {self.prefix_caching_hash_algo!r}."
+            )
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.")
+        if self.kv_cache_memory_bytes is not None:
+            _check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, 1)
+
+
+@dataclass
+class ModelConfig:
+    """Which model, on which device, in which dtype, with which attention backend."""
+
+    model: str = "smollm2"  # "smollm2" or a local Hugging Face folder (Llama, Qwen2, Mistral)
+    dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
+    device: str = "auto"  # auto: cuda if available, else cpu
+    attention_backend: str = "auto"  # auto | torch | triton | flash_attn
+    seed: int = 0
+
+
+@dataclass
+class EngineConfig:
+    """Everything an LLMEngine needs. ``EngineConfig.from_kwargs`` takes vLLM's flat names."""
+
+    model_config: ModelConfig = field(default_factory=ModelConfig)
+    cache_config: CacheConfig = field(default_factory=CacheConfig)
+    scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> EngineConfig:
+        """Build from flat keyword arguments named as vLLM's (``max_num_batched_tokens=512, ...``)."""
+        parts: dict[type, dict[str, Any]] = {ModelConfig: {}, CacheConfig: {}, SchedulerConfig: {}}
+        owners = {f.name: c for c in parts for f in dataclasses.fields(c)}
+        for name, value in kwargs.items():
+            if name not in owners:
+                raise ValueError(f"Unknown engine argument {name!r}; allowed: {sorted(owners)}.")
+            parts[owners[name]][name] = value
+        return cls(
+            ModelConfig(**parts[ModelConfig]),
+            CacheConfig(**parts[CacheConfig]),
+            SchedulerConfig(**parts[SchedulerConfig]),
+        )
+
+
+def flag_name(field_name: str) -> str:
+    """CLI flag for a config field, as vLLM derives them: ``max_num_seqs`` -> ``--max-num-seqs``."""
+    return "--" + field_name.replace("_", "-")

@@ -1,0 +1,100 @@
+"""What the scheduler hands the executor, and what comes back (§11.3, §11.6).
+
+Mirrors ``vllm/v1/core/sched/output.py`` and ``vllm/v1/outputs.py``. The
+executor never reaches into scheduler objects: everything it needs to keep its
+own mirror of block tables and token ids travels in these records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minivllm.sampling_params import SamplingParams
+
+
+@dataclass
+class NewRequestData:
+    """A request scheduled for the first time (never run before)."""
+
+    req_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    block_ids: list[int]  # the whole block table: prefix-hit blocks + new ones
+    num_computed_tokens: int  # prefix-hit tokens, before this step's advance
+
+
+@dataclass
+class CachedRequestData:
+    """A request the executor has seen before: still running, or resumed after preemption."""
+
+    req_id: str
+    resumed_from_preemption: bool
+    new_token_ids: list[int]  # tokens the executor may not have yet (resumed: prompt + outputs)
+    new_block_ids: list[int]  # running: appended to the table; resumed: replace it
+    num_computed_tokens: int  # before this step's advance
+
+
+@dataclass
+class SchedulerOutput:
+    """One step's decisions: who runs, with how many tokens, in which blocks."""
+
+    scheduled_new_reqs: list[NewRequestData]
+    scheduled_cached_reqs: list[CachedRequestData]  # resumed first, then running
+    num_scheduled_tokens: dict[str, int]
+    total_num_scheduled_tokens: int
+    scheduled_spec_decode_tokens: dict[str, list[int]]
+    num_common_prefix_blocks: int
+    finished_req_ids: set[str]  # finished since the previous schedule()
+    preempted_req_ids: set[str] = field(default_factory=set)  # as vLLM [latest]
+    token_budget: int = 0  # max_num_batched_tokens this step (for traces)
+
+    @property
+    def req_ids(self) -> list[str]:
+        """Scheduled request ids in batch order (new, then resumed/running)."""
+        return [r.req_id for r in self.scheduled_new_reqs] + [r.req_id for r in self.scheduled_cached_reqs]
+
+
+@dataclass
+class ModelRunnerOutput:
+    """Per scheduled request: the sampled tokens (empty while its prompt is unfinished).
+
+    With speculative decoding a request may get several tokens (accepted drafts
+    plus one bonus token); ``spec_token_ids`` are new drafts for the next step.
+    """
+
+    req_ids: list[str]
+    req_id_to_index: dict[str, int]
+    sampled_token_ids: list[list[int]]
+    spec_token_ids: list[list[int]] | None = None
+
+
+@dataclass
+class EngineCoreOutput:
+    """What update_from_output() reports for one request with new tokens."""
+
+    request_id: str
+    new_token_ids: list[int]
+    finish_reason: str | None = None  # "stop" | "length" | "abort"
+    stop_reason: int | str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class SchedulerStats:
+    """A snapshot taken after each update (``vllm/v1/metrics/stats.py``)."""
+
+    num_running_reqs: int = 0
+    num_waiting_reqs: int = 0
+    gpu_cache_usage: float = 0.0
+    prefix_cache_queries: int = 0  # blocks, as v0.8.5
+    prefix_cache_hits: int = 0
+    num_preemptions: int = 0  # since the previous stats
+
+
+@dataclass
+class EngineCoreOutputs:
+    outputs: list[EngineCoreOutput]
+    scheduler_stats: SchedulerStats | None = None

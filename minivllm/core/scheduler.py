@@ -1,0 +1,311 @@
+"""Scheduler: one token budget per step, RUNNING first, then WAITING (§11.3, §11.4, §11.5, §11.8).
+
+Mirrors ``vllm/v1/core/sched/scheduler.py`` (v0.8.5; the priority policy and the
+"chunking off" admission rule as in 0.9.2). There is no prefill phase and no
+decode phase: each request only has ``num_computed_tokens`` chasing
+``num_tokens_with_spec``, and a step hands out tokens so that it catches up.
+Chunking is nothing but the ``min()`` chain in :meth:`_num_new_tokens`.
+
+Read one request's life top to bottom: ``add_request`` puts it in ``waiting``;
+``schedule`` admits it (waiting loop), keeps feeding it (running loop) or
+preempts it; ``update_from_output`` appends its sampled tokens and, once
+``check_stop`` says so, frees it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+
+from minivllm.config import CacheConfig, SchedulerConfig
+from minivllm.core.kv_cache_manager import KVCacheManager
+from minivllm.core.output import (
+    CachedRequestData,
+    EngineCoreOutput,
+    EngineCoreOutputs,
+    ModelRunnerOutput,
+    NewRequestData,
+    SchedulerOutput,
+    SchedulerStats,
+)
+from minivllm.request import Request, RequestStatus, check_stop
+
+
+class Scheduler:
+    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig) -> None:
+        if cache_config.num_gpu_blocks is None:
+            raise ValueError("cache_config.num_gpu_blocks must be set before building the Scheduler.")
+        self.scheduler_config = scheduler_config
+        self.max_num_running_reqs = scheduler_config.max_num_seqs
+        self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
+        self.max_model_len = scheduler_config.max_model_len
+        self.long_prefill_token_threshold = scheduler_config.long_prefill_token_threshold
+        self.policy = scheduler_config.policy
+        self.kv_cache_manager = KVCacheManager(
+            num_gpu_blocks=cache_config.num_gpu_blocks,
+            block_size=cache_config.block_size,
+            max_model_len=scheduler_config.max_model_len,
+            enable_caching=cache_config.enable_prefix_caching,
+            caching_hash_algo=cache_config.prefix_caching_hash_algo,
+        )
+        self.requests: dict[str, Request] = {}
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.finished_req_ids: set[str] = set()  # finished since the last schedule()
+        self.num_preemptions = 0  # since the last stats
+
+    # ------------------------------------------------------------------ requests in and out
+    def add_request(self, request: Request) -> None:
+        """Queue a request, or raise ValueError leaving the scheduler untouched."""
+        if request.request_id in self.requests:
+            raise ValueError(f"request_id {request.request_id!r} is already in the scheduler.")
+        if request.num_prompt_tokens == 0:
+            raise ValueError(f"request {request.request_id!r}: the prompt is empty; it needs at least 1 token.")
+        if request.num_prompt_tokens > self.max_model_len:
+            raise ValueError(
+                f"request {request.request_id!r}: the prompt (length {request.num_prompt_tokens}) is longer than "
+                f"max_model_len ({self.max_model_len}); allowed prompt length is 1..{self.max_model_len}."
+            )
+        if request.max_tokens < 1:
+            raise ValueError(
+                f"request {request.request_id!r}: max_tokens must be at least 1, got {request.max_tokens}."
+            )
+        self._enqueue(request, front=False)
+        self.requests[request.request_id] = request
+
+    def finish_requests(self, request_ids: str | list[str], finished_status: RequestStatus) -> None:
+        """End requests from outside (abort): free their blocks wherever they are."""
+        if not RequestStatus.is_finished(finished_status):
+            raise ValueError(f"finished_status must be a FINISHED_* status, got {finished_status.name}.")
+        for req_id in [request_ids] if isinstance(request_ids, str) else request_ids:
+            request = self.requests.get(req_id)
+            if request is None or request.is_finished():
+                continue
+            if request.status == RequestStatus.RUNNING:
+                self.running.remove(request)
+            else:
+                self.waiting.remove(request)
+            request.status = finished_status
+            self._free_request(request)
+
+    def _free_request(self, request: Request) -> None:
+        self.kv_cache_manager.free(request)
+        self.kv_cache_manager.free_block_hashes(request)
+        del self.requests[request.request_id]
+        self.finished_req_ids.add(request.request_id)
+
+    def _enqueue(self, request: Request, front: bool) -> None:
+        """FCFS: tail (new) or head (preempted). Priority: by (priority, arrival_time)."""
+        if self.policy == "priority":
+            keys = [(r.priority, r.arrival_time) for r in self.waiting]
+            self.waiting.insert(bisect.bisect_right(keys, (request.priority, request.arrival_time)), request)
+        elif front:
+            self.waiting.appendleft(request)
+        else:
+            self.waiting.append(request)
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def has_unfinished_requests(self) -> bool:
+        return self.get_num_unfinished_requests() > 0
+
+    # ------------------------------------------------------------------ schedule
+    def _num_new_tokens(self, request: Request, num_tokens: int, num_computed: int, token_budget: int) -> int:
+        """The whole of chunked prefill: how far this request may advance in this step."""
+        n = num_tokens - num_computed
+        if 0 < self.long_prefill_token_threshold < n:
+            n = self.long_prefill_token_threshold
+        return min(n, token_budget)
+
+    def _preempt(self, request: Request) -> Request:
+        """Pick and preempt a victim for ``request``: the last running request (fcfs)
+        or the lowest-priority, latest-arriving one (priority). Preemption forgets:
+        all blocks go back and ``num_computed_tokens`` returns to 0."""
+        if self.policy == "priority":
+            victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
+            self.running.remove(victim)
+        else:
+            victim = self.running.pop()
+        self.kv_cache_manager.free(victim)
+        victim.status = RequestStatus.PREEMPTED
+        victim.num_computed_tokens = 0
+        victim.spec_token_ids.clear()  # drafts refer to a state that will be recomputed
+        victim.num_preemptions += 1
+        self.num_preemptions += 1
+        self._enqueue(victim, front=True)
+        return victim
+
+    def schedule(self) -> SchedulerOutput:
+        token_budget = self.max_num_scheduled_tokens
+        num_scheduled_tokens: dict[str, int] = {}
+        req_to_new_block_ids: dict[str, list[int]] = {}
+        scheduled_spec_decode_tokens: dict[str, list[int]] = {}
+        scheduled_running: list[Request] = []
+        scheduled_new: list[Request] = []
+        scheduled_resumed: list[Request] = []
+        preempted: list[Request] = []
+
+        # (A) RUNNING: requests already holding blocks keep going first.
+        req_index = 0
+        while req_index < len(self.running) and token_budget > 0:
+            request = self.running[req_index]
+            n = self._num_new_tokens(request, request.num_tokens_with_spec, request.num_computed_tokens, token_budget)
+            n = min(n, self.max_model_len - request.num_computed_tokens)
+            if n == 0:
+                req_index += 1
+                continue
+            while True:
+                new_blocks = self.kv_cache_manager.allocate_slots(request, n)
+                if new_blocks is not None:
+                    break
+                victim = self._preempt(request)
+                preempted.append(victim)
+                if victim in scheduled_running:  # priority policy: undo its turn this step
+                    scheduled_running.remove(victim)
+                    token_budget += num_scheduled_tokens.pop(victim.request_id)
+                    req_to_new_block_ids.pop(victim.request_id)
+                    scheduled_spec_decode_tokens.pop(victim.request_id, None)
+                    req_index -= 1
+                if victim is request:
+                    break
+            if new_blocks is None:  # the request preempted itself: nothing left to take from
+                break
+            scheduled_running.append(request)
+            req_to_new_block_ids[request.request_id] = [b.block_id for b in new_blocks]
+            num_scheduled_tokens[request.request_id] = n
+            token_budget -= n
+            req_index += 1
+            # Drafts count against the budget; keep only those inside this step's chunk.
+            num_spec = n + request.num_computed_tokens - request.num_tokens
+            del request.spec_token_ids[max(num_spec, 0) :]
+            if request.spec_token_ids:
+                scheduled_spec_decode_tokens[request.request_id] = list(request.spec_token_ids)
+
+        # (B) WAITING: admit new and preempted requests, only if nobody was preempted.
+        skipped: deque[Request] = deque()
+        while not preempted and self.waiting and token_budget > 0:
+            if len(self.running) == self.max_num_running_reqs:
+                break
+            request = self.waiting[0]
+            if request.status == RequestStatus.WAITING_FOR_FSM:
+                if not request.grammar.is_ready():  # §11.4.4: pass over it, keep its place
+                    skipped.appendleft(self.waiting.popleft())
+                    continue
+                request.status = RequestStatus.WAITING
+            computed_blocks, num_computed = self.kv_cache_manager.get_computed_blocks(request)
+            n = self._num_new_tokens(request, request.num_tokens, num_computed, token_budget)
+            if not self.scheduler_config.enable_chunked_prefill and n < request.num_tokens - num_computed:
+                skipped.appendleft(self.waiting.popleft())  # chunking off: it waits whole
+                continue
+            new_blocks = self.kv_cache_manager.allocate_slots(request, n, computed_blocks)
+            if new_blocks is None:
+                break  # out of blocks: wait for running requests to finish (no preemption here)
+            self.waiting.popleft()
+            self.running.append(request)
+            (scheduled_resumed if request.status == RequestStatus.PREEMPTED else scheduled_new).append(request)
+            req_to_new_block_ids[request.request_id] = [b.block_id for b in computed_blocks + new_blocks]
+            num_scheduled_tokens[request.request_id] = n
+            token_budget -= n
+            request.status = RequestStatus.RUNNING
+            request.num_computed_tokens = num_computed
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_computed
+        self.waiting.extendleft(skipped)  # back to the head, in their original order
+
+        total = sum(num_scheduled_tokens.values())
+        assert total <= self.max_num_scheduled_tokens and token_budget >= 0
+        assert len(self.running) <= self.max_num_running_reqs
+
+        output = SchedulerOutput(
+            scheduled_new_reqs=[
+                NewRequestData(
+                    r.request_id,
+                    list(r.prompt_token_ids),
+                    r.sampling_params,
+                    req_to_new_block_ids[r.request_id],
+                    r.num_computed_tokens,
+                )
+                for r in scheduled_new
+            ],
+            scheduled_cached_reqs=[
+                self._make_cached_request_data(
+                    r,
+                    num_scheduled_tokens,
+                    scheduled_spec_decode_tokens,
+                    req_to_new_block_ids,
+                    resumed=r in scheduled_resumed,
+                )
+                for r in scheduled_resumed + scheduled_running
+            ],
+            num_scheduled_tokens=num_scheduled_tokens,
+            total_num_scheduled_tokens=total,
+            scheduled_spec_decode_tokens=scheduled_spec_decode_tokens,
+            num_common_prefix_blocks=(
+                self.kv_cache_manager.get_num_common_prefix_blocks(self.running[0], len(self.running))
+                if self.running
+                else 0
+            ),
+            finished_req_ids=self.finished_req_ids,
+            preempted_req_ids={r.request_id for r in preempted},
+            token_budget=self.max_num_scheduled_tokens,
+        )
+        # (E) Advance: the tokens handed out now count as computed.
+        for req_id, n in num_scheduled_tokens.items():
+            self.requests[req_id].num_computed_tokens += n
+        self.finished_req_ids = set()
+        return output
+
+    def _make_cached_request_data(self, request, num_scheduled_tokens, spec_tokens, new_block_ids, resumed):
+        n = num_scheduled_tokens[request.request_id] - len(spec_tokens.get(request.request_id, ()))
+        c = request.num_computed_tokens
+        return CachedRequestData(
+            request.request_id, resumed, list(request.all_token_ids[c : c + n]), new_block_ids[request.request_id], c
+        )
+
+    # ------------------------------------------------------------------ update
+    def update_from_output(
+        self, scheduler_output: SchedulerOutput, runner_output: ModelRunnerOutput
+    ) -> EngineCoreOutputs:
+        """Append sampled tokens, roll back rejected drafts, stop and free finished requests."""
+        outputs: list[EngineCoreOutput] = []
+        new_running: list[Request] = []
+        for request in self.running:
+            req_id = request.request_id
+            if scheduler_output.num_scheduled_tokens.get(req_id, 0) == 0:
+                new_running.append(request)
+                continue
+            generated = list(runner_output.sampled_token_ids[runner_output.req_id_to_index[req_id]])
+            scheduled_spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id)
+            if scheduled_spec:  # rejected drafts were counted as computed: take them back
+                request.num_computed_tokens -= len(scheduled_spec) + 1 - len(generated)
+            if runner_output.spec_token_ids is not None:
+                request.spec_token_ids = list(runner_output.spec_token_ids[runner_output.req_id_to_index[req_id]])
+            stopped = False
+            for i, token_id in enumerate(generated):
+                request.append_output_token_ids(token_id)
+                if check_stop(request, self.max_model_len):
+                    stopped = True
+                    del generated[i + 1 :]
+                    request.spec_token_ids.clear()
+                    self._free_request(request)
+                    break
+            if generated:
+                outputs.append(EngineCoreOutput(req_id, generated, request.get_finished_reason(), request.stop_reason))
+            if not stopped:
+                new_running.append(request)
+        self.running = new_running
+        return EngineCoreOutputs(outputs, self.make_stats())
+
+    def make_stats(self) -> SchedulerStats:
+        prefix = self.kv_cache_manager.make_prefix_cache_stats()
+        stats = SchedulerStats(
+            len(self.running),
+            len(self.waiting),
+            self.kv_cache_manager.usage,
+            prefix.queries,
+            prefix.hits,
+            self.num_preemptions,
+        )
+        self.num_preemptions = 0
+        return stats

@@ -1,0 +1,78 @@
+"""FakeModelRunner: a deterministic stand-in for the model, with no torch (§11.3).
+
+It keeps its own mirror of each request's tokens from SchedulerOutput, exactly as
+the real model runner does, and "samples" one token for each request that has
+caught up with its tokens in this step (a request still inside its prompt gets
+nothing). The token at position ``p`` of request ``r`` is a fixed function of
+``(r, p)``, so runs repeat exactly and can be checked by hand.
+
+With ``num_spec_tokens > 0`` it also proposes drafts, some right and some wrong,
+and verifies them as greedy speculative decoding would (§11.8.2): it returns the
+longest correct prefix plus one bonus token.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+
+
+class FakeModelRunner:
+    """Same interface as the real ModelRunner: ``execute_model(SchedulerOutput)``."""
+
+    def __init__(self, vocab_size: int = 32000, eos_token_id: int | None = None, num_spec_tokens: int = 0) -> None:
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+        self.num_spec_tokens = num_spec_tokens
+        self.tokens: dict[str, list[int]] = {}  # the runner's own mirror of each request's tokens
+
+    def true_token(self, req_id: str, position: int) -> int:
+        """The token the "model" produces at ``position`` (it never returns the EOS id by chance)."""
+        token = zlib.crc32(f"{req_id}:{position}".encode()) % self.vocab_size
+        return token + 1 if token == self.eos_token_id else token
+
+    def _drafts(self, req_id: str, position: int) -> list[int]:
+        """Drafts for positions ``position, position+1, ...``: a seeded number of them are right."""
+        num_right = zlib.crc32(f"accept:{req_id}:{position}".encode()) % (self.num_spec_tokens + 1)
+        drafts = [self.true_token(req_id, position + i) for i in range(self.num_spec_tokens)]
+        for i in range(num_right, self.num_spec_tokens):
+            drafts[i] = (drafts[i] + 1) % self.vocab_size
+        return drafts
+
+    def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
+        for req_id in scheduler_output.finished_req_ids:
+            self.tokens.pop(req_id, None)
+        for new in scheduler_output.scheduled_new_reqs:
+            self.tokens[new.req_id] = list(new.prompt_token_ids)
+        req_ids = scheduler_output.req_ids
+        computed_before = {
+            r.req_id: r.num_computed_tokens
+            for r in scheduler_output.scheduled_new_reqs + scheduler_output.scheduled_cached_reqs
+        }
+        sampled: list[list[int]] = []
+        spec: list[list[int]] = []
+        for req_id in req_ids:
+            tokens = self.tokens[req_id]
+            computed = computed_before[req_id]
+            drafts = scheduler_output.scheduled_spec_decode_tokens.get(req_id, [])
+            end = computed + scheduler_output.num_scheduled_tokens[req_id] - len(drafts)
+            if end < len(tokens):  # still catching up with its prompt: sample nothing
+                sampled.append([])
+                spec.append([])
+                continue
+            out = []
+            for draft in drafts:  # greedy verification: accept while the draft is right
+                if draft != self.true_token(req_id, len(tokens) + len(out)):
+                    break
+                out.append(draft)
+            out.append(self.true_token(req_id, len(tokens) + len(out)))
+            tokens.extend(out)
+            sampled.append(out)
+            spec.append(self._drafts(req_id, len(tokens)) if self.num_spec_tokens else [])
+        return ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={r: i for i, r in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+            spec_token_ids=spec if self.num_spec_tokens else None,
+        )
