@@ -1,0 +1,161 @@
+"""LLMEngine: add requests, step, collect outputs (§11.3, §11.9).
+
+Mirrors ``vllm/v1/engine/core.py`` (``EngineCore.step``) and the parts of
+``vllm/v1/engine/llm_engine.py`` / ``processor.py`` that validate requests, in
+one process. One step is: ``schedule()`` (decisions only), ``execute_model()``
+(the real model, the fake runner or the simulator), ``update_from_output()``
+(tokens, stops, frees), and one StepRecord in the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from minivllm.config import EngineConfig
+from minivllm.core.scheduler import Scheduler
+from minivllm.engine.trace import EngineTrace
+from minivllm.request import Request, RequestStatus
+from minivllm.sampling_params import SamplingParams
+
+
+@dataclass
+class RequestOutput:
+    """What a caller sees of one request (``vllm.outputs.RequestOutput``, one completion)."""
+
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    finished: bool = False
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+
+
+def perf_clock(sync: Callable[[], None] | None = None) -> Callable[[], float]:
+    """Wall clock; on CUDA it synchronises first so a step's end time includes its kernels."""
+    if sync is None:
+        return time.perf_counter
+
+    def now() -> float:
+        sync()
+        return time.perf_counter()
+
+    return now
+
+
+class LLMEngine:
+    """The engine loop around one Scheduler and one executor."""
+
+    def __init__(self, config: EngineConfig, executor: Any | None = None, tokenizer: Any | None = None,
+                 clock: Callable[[], float] | None = None, record_block_pool: bool = False) -> None:
+        self.config = config
+        if executor is None:
+            from minivllm.executor.model_runner import ModelRunner
+
+            executor = ModelRunner(config)
+        self.executor = executor
+        loaded = getattr(executor, "loaded", None)
+        self.tokenizer = tokenizer if tokenizer is not None else getattr(loaded, "tokenizer", None)
+        self.eos_token_id = getattr(loaded, "eos_token_id", getattr(executor, "eos_token_id", None))
+        self.vocab_size = getattr(getattr(loaded, "arch", None), "vocab_size", getattr(executor, "vocab_size", None))
+        max_pos = getattr(getattr(loaded, "arch", None), "max_position_embeddings", None)
+        sc = config.scheduler_config
+        if max_pos is not None and sc.max_model_len > max_pos:
+            raise ValueError(
+                f"max_model_len ({sc.max_model_len}) is larger than the model's max_position_embeddings "
+                f"({max_pos}); allowed max_model_len is 1..{max_pos}."
+            )
+        if config.cache_config.num_gpu_blocks is None:
+            config.cache_config.num_gpu_blocks = executor.determine_num_blocks()
+        if hasattr(executor, "initialize_kv_cache"):
+            executor.initialize_kv_cache(config.cache_config.num_gpu_blocks)
+        self.scheduler = Scheduler(sc, config.cache_config)
+        if clock is None:
+            device = getattr(executor, "device", None)
+            if device is not None and getattr(device, "type", "cpu") == "cuda":
+                import torch
+
+                clock = perf_clock(lambda: torch.cuda.synchronize(device))
+            else:
+                clock = perf_clock()
+        self.clock = clock
+        self.trace = EngineTrace()
+        self.record_block_pool = record_block_pool
+        self.outputs: dict[str, RequestOutput] = {}
+
+    # ------------------------------------------------------------------ requests
+    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
+                    arrival_time: float | None = None, priority: int = 0, grammar: Any | None = None) -> None:
+        """Validate and queue one request; a bad one raises ValueError and changes nothing."""
+        params = params or SamplingParams()
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"params must be a SamplingParams, got {type(params).__name__}.")
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("This engine has no tokenizer: pass the prompt as a list of token ids.")
+            text, token_ids = prompt, self.tokenizer.encode(prompt)
+        else:
+            text, token_ids = None, list(prompt)
+            bad = [t for t in token_ids if not isinstance(t, int) or t < 0
+                   or (self.vocab_size is not None and t >= self.vocab_size)]
+            if bad:
+                limit = f"0..{self.vocab_size - 1}" if self.vocab_size else ">= 0"
+                raise ValueError(f"request {request_id!r}: token id {bad[0]!r} is out of range; allowed {limit}.")
+        arrival = self.clock() if arrival_time is None else arrival_time
+        request = Request(request_id, token_ids, params, eos_token_id=self.eos_token_id, arrival_time=arrival,
+                          priority=priority, grammar=grammar)
+        self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
+        self.trace.on_arrival(request_id, arrival, len(token_ids))
+        self.outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
+
+    def abort_request(self, request_ids: str | list[str]) -> None:
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        now = self.clock()
+        for req_id in ids:
+            if req_id in self.scheduler.requests:
+                self.scheduler.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
+                out = self.outputs[req_id]
+                out.finished, out.finish_reason = True, "abort"
+                rec = self.trace.requests[req_id]
+                rec.finish_time, rec.finish_reason = now, "abort"
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    def get_num_unfinished_requests(self) -> int:
+        return self.scheduler.get_num_unfinished_requests()
+
+    # ------------------------------------------------------------------ one step
+    def step(self) -> list[RequestOutput]:
+        """One engine iteration; returns the outputs of requests that got tokens (or finished)."""
+        scheduler = self.scheduler
+        out = scheduler.schedule()
+        num_tokens_before = {r: scheduler.requests[r].num_tokens for r in out.num_scheduled_tokens}
+        start = self.clock()
+        result = self.executor.execute_model(out)
+        end = self.clock()
+        core = scheduler.update_from_output(out, result)
+        changed, new_tokens, finished = [], {}, {}
+        for o in core.outputs:
+            ro = self.outputs[o.request_id]
+            ro.token_ids.extend(o.new_token_ids)
+            new_tokens[o.request_id] = len(o.new_token_ids)
+            if o.finished:
+                ro.finished, ro.finish_reason, ro.stop_reason = True, o.finish_reason, o.stop_reason
+                finished[o.request_id] = o.finish_reason
+                if self.tokenizer is not None:
+                    ro.text = self.tokenizer.decode(ro.token_ids, skip_special_tokens=True)
+            changed.append(ro)
+        self.trace.record_step(out, start, end, num_tokens_before, new_tokens, finished, scheduler,
+                               snapshot=self.record_block_pool)
+        return changed
+
+    def detokenize(self, output: RequestOutput) -> str:
+        if self.tokenizer is None:
+            return ""
+        output.text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        return output.text
