@@ -1,0 +1,107 @@
+"""Plain-torch paged attention: the CPU default and the oracle for the other backends (ch.4 §4).
+
+A per-request loop of ``scaled_dot_product_attention`` calls, as vLLM's CPU backend does for prefill
+(``vllm/v1/attention/backends/cpu_attn.py``), fed by a host-side plan built once per step and reused
+by every layer. Each request is one of three kinds (derived, never stored by the scheduler):
+
+* ``decode``: one query row at the last position, sees every cached key: no mask;
+* ``causal``: a fresh prefill (``q == L``): square causal, SDPA's ``is_causal`` fast path;
+* ``chunk``: ``q`` rows after ``L - q`` cached tokens: an explicit bottom-right bool mask
+  (SDPA's ``is_causal`` is top-left aligned and would be wrong here).
+
+Gather indices cover exactly ``L`` positions per request, so padded block-table entries are never read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from minivllm.attention.backend import AttentionBackend, write_kv_cache
+from minivllm.attention.metadata import AttentionMetadata
+
+
+@dataclass
+class RequestPlan:
+    """How to attend for one request: its rows, its cache slots and its mask."""
+
+    start: int
+    end: int
+    kind: str  # "decode" | "causal" | "chunk"
+    slots: torch.Tensor  # int64 [L]: physical slot of each visible position
+    mask: torch.Tensor | None  # bool [q, L] for "chunk", else None
+
+
+@dataclass
+class TorchPlan:
+    requests: list[RequestPlan]
+
+
+def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
+    """Physical slot of every visible KV position of every request, concatenated (int64 [sum L])."""
+    seq_lens = meta.seq_lens.to(torch.int64)
+    device = seq_lens.device
+    total = sum(meta.seq_lens_cpu)
+    req = torch.repeat_interleave(torch.arange(meta.num_reqs, device=device), seq_lens, output_size=total)
+    starts = torch.cumsum(seq_lens, 0) - seq_lens
+    pos = torch.arange(total, device=device) - starts[req]
+    pages = meta.block_table[req, pos // meta.block_size].to(torch.int64)
+    return pages * meta.block_size + pos % meta.block_size
+
+
+def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
+    """The per-step plan: one batched index computation, then cheap per-request views."""
+    slots = visible_slots(meta).split(meta.seq_lens_cpu)
+    qsl = meta.query_start_loc_cpu
+    device = meta.block_table.device
+    requests = []
+    for r, seq_len in enumerate(meta.seq_lens_cpu):
+        q_len = qsl[r + 1] - qsl[r]
+        mask = None
+        if q_len == 1:
+            kind = "decode"
+        elif q_len == seq_len:
+            kind = "causal"
+        else:
+            kind = "chunk"
+            mask = torch.ones(q_len, seq_len, dtype=torch.bool, device=device).tril(seq_len - q_len)
+        requests.append(RequestPlan(qsl[r], qsl[r + 1], kind, slots[r], mask))
+    return TorchPlan(requests)
+
+
+class TorchAttentionBackend(AttentionBackend):
+    """Per-request SDPA over gathered cache rows; any float dtype, CPU or CUDA."""
+
+    name = "torch"
+
+    def prepare(self, meta: AttentionMetadata) -> None:
+        meta.plan = build_torch_plan(meta)
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        kv_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        if not isinstance(meta.plan, TorchPlan):
+            self.prepare(meta)
+        write_kv_cache(k, v, kv_cache, meta.slot_mapping)
+        _, num_blocks, block_size, num_kv_heads, head_dim = kv_cache.shape
+        k_flat = kv_cache[0].reshape(num_blocks * block_size, num_kv_heads, head_dim)
+        v_flat = kv_cache[1].reshape(num_blocks * block_size, num_kv_heads, head_dim)
+        gqa = q.shape[1] != num_kv_heads
+        out = torch.zeros_like(q)  # padding rows stay 0
+        for rp in meta.plan.requests:
+            query = q[rp.start : rp.end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
+            key = k_flat.index_select(0, rp.slots).transpose(0, 1).unsqueeze(0).to(q.dtype)  # [1, Hkv, L, D]
+            value = v_flat.index_select(0, rp.slots).transpose(0, 1).unsqueeze(0).to(q.dtype)
+            o = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=rp.mask, is_causal=rp.kind == "causal", scale=scale, enable_gqa=gqa
+            )
+            out[rp.start : rp.end] = o[0].transpose(0, 1)
+        return out
