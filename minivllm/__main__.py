@@ -1,34 +1,38 @@
-"""Command line: ``python -m minivllm {steps,demo}``."""
+"""Command line: ``python -m minivllm COMMAND [flags]``; ``--help`` on any command lists its flags.
+
+Each command lives in its own module with a ``main(argv)``; this file only dispatches.
+"""
 
 from __future__ import annotations
 
-import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "demo": ("minivllm.demo", "the real model: chats, then §11.1's scene with and without chunked prefill"),
+    "steps": ("minivllm.step_table", "the scheduler's step table for a small workload (no model)"),
+    "bench": ("minivllm.bench", "offline benchmark and sweeps, real engine or simulator (vLLM flag names)"),
+    "serve": ("minivllm.entrypoints.server", "OpenAI-compatible HTTP server with a live demo page"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m minivllm COMMAND [flags]", "", "commands:"]
+    lines += [f"  {name:<7} {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m minivllm", description="minivllm: chunked prefill, made visible")
-    sub = parser.add_subparsers(dest="command", required=True)
-    steps = sub.add_parser("steps", help="print the scheduler's step table for a small workload (no model)")
-    steps.add_argument("--max-num-batched-tokens", type=int, default=64)
-    steps.add_argument("--long-prefill-token-threshold", type=int, default=0)
-    steps.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
-    steps.add_argument("--num-gpu-blocks", type=int, default=24)
-    args = parser.parse_args(argv)
-
-    if args.command == "steps":
-        from minivllm.step_table import demo
-
-        try:
-            print(
-                demo(
-                    args.max_num_batched_tokens,
-                    args.long_prefill_token_threshold,
-                    args.enable_chunked_prefill,
-                    args.num_gpu_blocks,
-                )
-            )
-        except ValueError as e:
-            parser.error(str(e))
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"{usage()}\n\nerror: unknown command {name!r}", file=sys.stderr)
+        raise SystemExit(2)
+    module = importlib.import_module(COMMANDS[name][0])
+    module.main(rest)
 
 
 if __name__ == "__main__":

@@ -118,3 +118,25 @@ def demo(
     requests.append(Request("long", list(range(1000, 1200)), SamplingParams(max_tokens=3, ignore_eos=True)))
     rows = run_step_table(scheduler, requests, arrival_steps={"long": 2})
     return format_step_table(rows, [r.request_id for r in requests])
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m minivllm steps", description=__doc__.splitlines()[0])
+    parser.add_argument("--max-num-batched-tokens", type=int, default=64)
+    parser.add_argument("--long-prefill-token-threshold", type=int, default=0)
+    parser.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--num-gpu-blocks", type=int, default=24)
+    args = parser.parse_args(argv)
+    try:
+        print(
+            demo(
+                args.max_num_batched_tokens,
+                args.long_prefill_token_threshold,
+                args.enable_chunked_prefill,
+                args.num_gpu_blocks,
+            )
+        )
+    except ValueError as e:
+        parser.error(str(e))

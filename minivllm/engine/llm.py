@@ -63,8 +63,9 @@ class LLM:
         if self.tokenizer is None:
             raise ValueError("LLM.chat needs a tokenizer; this model folder has none.")
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
-        prompts = [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
-                   for c in conversations]
+        prompts = [
+            self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations
+        ]
         token_ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         outputs = self.generate(token_ids, sampling_params, use_tqdm)
         for out, text in zip(outputs, prompts):
@@ -94,7 +95,9 @@ class LLM:
             decode_tokens += d
             bar.set_postfix_str(
                 f"prefill {prefill_tokens / max(prefill_time, 1e-9):.0f} tok/s, "
-                f"decode {decode_tokens / max(decode_time, 1e-9):.0f} tok/s", refresh=False)
+                f"decode {decode_tokens / max(decode_time, 1e-9):.0f} tok/s",
+                refresh=False,
+            )
             bar.update(finished)
         if bar is not None:
             bar.close()

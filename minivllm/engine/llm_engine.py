@@ -9,13 +9,13 @@ one process. One step is: ``schedule()`` (decisions only), ``execute_model()``
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from minivllm.config import EngineConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.engine.clock import VirtualClock, WallClock
 from minivllm.engine.trace import EngineTrace
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
@@ -35,23 +35,17 @@ class RequestOutput:
     stop_reason: int | str | None = None
 
 
-def perf_clock(sync: Callable[[], None] | None = None) -> Callable[[], float]:
-    """Wall clock; on CUDA it synchronises first so a step's end time includes its kernels."""
-    if sync is None:
-        return time.perf_counter
-
-    def now() -> float:
-        sync()
-        return time.perf_counter()
-
-    return now
-
-
 class LLMEngine:
     """The engine loop around one Scheduler and one executor."""
 
-    def __init__(self, config: EngineConfig, executor: Any | None = None, tokenizer: Any | None = None,
-                 clock: Callable[[], float] | None = None, record_block_pool: bool = False) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        executor: Any | None = None,
+        tokenizer: Any | None = None,
+        clock: WallClock | VirtualClock | None = None,
+        record_block_pool: bool = False,
+    ) -> None:
         self.config = config
         if executor is None:
             from minivllm.executor.model_runner import ModelRunner
@@ -75,21 +69,30 @@ class LLMEngine:
             executor.initialize_kv_cache(config.cache_config.num_gpu_blocks)
         self.scheduler = Scheduler(sc, config.cache_config)
         if clock is None:
+            clock = getattr(executor, "clock", None)  # the simulator brings its virtual clock
+        if clock is None:
             device = getattr(executor, "device", None)
             if device is not None and getattr(device, "type", "cpu") == "cuda":
                 import torch
 
-                clock = perf_clock(lambda: torch.cuda.synchronize(device))
+                clock = WallClock(lambda: torch.cuda.synchronize(device))
             else:
-                clock = perf_clock()
+                clock = WallClock()
         self.clock = clock
         self.trace = EngineTrace()
         self.record_block_pool = record_block_pool
         self.outputs: dict[str, RequestOutput] = {}
 
     # ------------------------------------------------------------------ requests
-    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
-                    arrival_time: float | None = None, priority: int = 0, grammar: Any | None = None) -> None:
+    def add_request(
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        arrival_time: float | None = None,
+        priority: int = 0,
+        grammar: Any | None = None,
+    ) -> None:
         """Validate and queue one request; a bad one raises ValueError and changes nothing."""
         params = params or SamplingParams()
         if not isinstance(params, SamplingParams):
@@ -100,21 +103,31 @@ class LLMEngine:
             text, token_ids = prompt, self.tokenizer.encode(prompt)
         else:
             text, token_ids = None, list(prompt)
-            bad = [t for t in token_ids if not isinstance(t, int) or t < 0
-                   or (self.vocab_size is not None and t >= self.vocab_size)]
+            bad = [
+                t
+                for t in token_ids
+                if not isinstance(t, int) or t < 0 or (self.vocab_size is not None and t >= self.vocab_size)
+            ]
             if bad:
                 limit = f"0..{self.vocab_size - 1}" if self.vocab_size else ">= 0"
                 raise ValueError(f"request {request_id!r}: token id {bad[0]!r} is out of range; allowed {limit}.")
-        arrival = self.clock() if arrival_time is None else arrival_time
-        request = Request(request_id, token_ids, params, eos_token_id=self.eos_token_id, arrival_time=arrival,
-                          priority=priority, grammar=grammar)
+        arrival = self.clock.now() if arrival_time is None else arrival_time
+        request = Request(
+            request_id,
+            token_ids,
+            params,
+            eos_token_id=self.eos_token_id,
+            arrival_time=arrival,
+            priority=priority,
+            grammar=grammar,
+        )
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))
         self.outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
 
     def abort_request(self, request_ids: str | list[str]) -> None:
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
-        now = self.clock()
+        now = self.clock.now()
         for req_id in ids:
             if req_id in self.scheduler.requests:
                 self.scheduler.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
@@ -135,9 +148,9 @@ class LLMEngine:
         scheduler = self.scheduler
         out = scheduler.schedule()
         num_tokens_before = {r: scheduler.requests[r].num_tokens for r in out.num_scheduled_tokens}
-        start = self.clock()
+        start = self.clock.now()
         result = self.executor.execute_model(out)
-        end = self.clock()
+        end = self.clock.now()
         core = scheduler.update_from_output(out, result)
         changed, new_tokens, finished = [], {}, {}
         for o in core.outputs:
@@ -150,8 +163,9 @@ class LLMEngine:
                 if self.tokenizer is not None:
                     ro.text = self.tokenizer.decode(ro.token_ids, skip_special_tokens=True)
             changed.append(ro)
-        self.trace.record_step(out, start, end, num_tokens_before, new_tokens, finished, scheduler,
-                               snapshot=self.record_block_pool)
+        self.trace.record_step(
+            out, start, end, num_tokens_before, new_tokens, finished, scheduler, snapshot=self.record_block_pool
+        )
         return changed
 
     def detokenize(self, output: RequestOutput) -> str:
@@ -159,3 +173,32 @@ class LLMEngine:
             return ""
         output.text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
         return output.text
+
+    # ------------------------------------------------------------------ a whole workload
+    def run(self, requests: Iterable[Any], max_steps: int | None = None, on_step: Any | None = None) -> None:
+        """Replay timed requests (objects with request_id, arrival_time, prompt_token_ids,
+        sampling_params and optional priority) until all are done. Arrival times are seconds from
+        now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival."""
+        start = self.clock.now()
+        pending = sorted(requests, key=lambda r: r.arrival_time)
+        i = steps = 0
+        while i < len(pending) or self.has_unfinished_requests():
+            if not self.has_unfinished_requests():
+                self.clock.wait_until(start + pending[i].arrival_time)
+            now = self.clock.now()
+            while i < len(pending) and start + pending[i].arrival_time <= now:
+                r = pending[i]
+                self.add_request(
+                    r.request_id,
+                    r.prompt_token_ids,
+                    r.sampling_params,
+                    arrival_time=start + r.arrival_time,
+                    priority=getattr(r, "priority", 0),
+                )
+                i += 1
+            self.step()
+            steps += 1
+            if on_step is not None:
+                on_step(self)
+            if max_steps is not None and steps >= max_steps:
+                break
