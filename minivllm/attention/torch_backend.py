@@ -98,8 +98,13 @@ class TorchAttentionBackend(AttentionBackend):
         out = torch.zeros_like(q)  # padding rows stay 0
         for rp in meta.plan.requests:
             query = q[rp.start : rp.end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
-            key = k_flat.index_select(0, rp.slots).transpose(0, 1).unsqueeze(0).to(q.dtype)  # [1, Hkv, L, D]
-            value = v_flat.index_select(0, rp.slots).transpose(0, 1).unsqueeze(0).to(q.dtype)
+            if rp.kind == "causal" and kv_cache.dtype == k.dtype:
+                # A fresh prefill sees only this step's keys: the rows just written, no gather needed.
+                key, value = k[rp.start : rp.end], v[rp.start : rp.end]
+            else:
+                key, value = k_flat.index_select(0, rp.slots), v_flat.index_select(0, rp.slots)
+            key = key.transpose(0, 1).unsqueeze(0).to(q.dtype)  # [1, Hkv, L, D]
+            value = value.transpose(0, 1).unsqueeze(0).to(q.dtype)
             o = F.scaled_dot_product_attention(
                 query, key, value, attn_mask=rp.mask, is_causal=rp.kind == "causal", scale=scale, enable_gqa=gqa
             )

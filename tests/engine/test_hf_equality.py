@@ -9,7 +9,7 @@ tokens are batched and where their K/V live, never what is computed.
 from __future__ import annotations
 
 import pytest
-import torch
+from hf_reference import hf_greedy, make_prompts
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
@@ -20,26 +20,17 @@ from minivllm.sampling_params import SamplingParams
 NEW_TOKENS = 12
 
 
-def hf_greedy(folder: str, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
-    """Reference: HF generate, one prompt at a time (no padding), EOS disabled."""
-    from transformers import AutoModelForCausalLM, GenerationConfig
-
-    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    hf.generation_config.eos_token_id = hf.config.eos_token_id = None  # generate exactly new_tokens
-    gen = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
-    outs = []
-    with torch.inference_mode():
-        for p in prompts:
-            ids = hf.generate(torch.tensor([p]), generation_config=gen, attention_mask=torch.ones(1, len(p)))
-            outs.append(ids[0, len(p):].tolist())
-    return outs
-
-
 def run_engine(loaded, prompts, *, block_size=16, num_gpu_blocks=400, stagger=False, **sched):
     sched.setdefault("max_num_seqs", 8)
     sched.setdefault("max_model_len", min(1024, loaded.arch.max_position_embeddings))
-    config = EngineConfig.from_kwargs(model=loaded.hf_folder, dtype="float32", device="cpu",
-                                      block_size=block_size, num_gpu_blocks=num_gpu_blocks, **sched)
+    config = EngineConfig.from_kwargs(
+        model=loaded.hf_folder,
+        dtype="float32",
+        device="cpu",
+        block_size=block_size,
+        num_gpu_blocks=num_gpu_blocks,
+        **sched,
+    )
     engine = LLMEngine(config, executor=ModelRunner(config, loaded))
     params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
     pending = list(enumerate(prompts))
@@ -54,20 +45,20 @@ def run_engine(loaded, prompts, *, block_size=16, num_gpu_blocks=400, stagger=Fa
     return [engine.outputs[str(i)].token_ids for i in range(len(prompts))], engine.trace
 
 
-def make_prompts(vocab: int, lengths: list[int], shared: int = 0, seed: int = 0) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    prefix = torch.randint(3, vocab, (shared,), generator=g).tolist()
-    return [prefix + torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
-
-
 @pytest.fixture(scope="module")
 def smollm2_case(smollm2):
     tok = smollm2.tokenizer
-    text = ("The history of the Roman Empire spans many centuries, from the founding of the city to the fall of "
-            "Constantinople. ")
+    text = (
+        "The history of the Roman Empire spans many centuries, from the founding of the city to the fall of "
+        "Constantinople. "
+    )
     system = tok.encode(text * 6)  # a shared "system prompt" of ~150 tokens
-    questions = ["Tell me about the aqueducts.", "Who was the first emperor?", "Why did the western half fall?",
-                 "Describe daily life in the city of Rome during the second century in some detail, please."]
+    questions = [
+        "Tell me about the aqueducts.",
+        "Who was the first emperor?",
+        "Why did the western half fall?",
+        "Describe daily life in the city of Rome during the second century in some detail, please.",
+    ]
     prompts = [system + tok.encode(q) for q in questions] + [tok.encode("Hello!"), system[:64]]
     return smollm2, prompts, hf_greedy(smollm2.hf_folder, prompts, NEW_TOKENS)
 

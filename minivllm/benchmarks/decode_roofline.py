@@ -1,0 +1,81 @@
+"""Decode-step time against the memory roofline (ch. 4, §11.7).
+
+A decode step must read every weight once plus each request's KV cache, so its
+time is bounded below by ``(weight bytes + KV bytes) / memory bandwidth``. This
+script times pure-decode steps at batch 1, 16 and 64 (context ``--context``
+tokens each) and prints measured time, the roofline bound and their ratio.
+``python -m minivllm.benchmarks.decode_roofline --model FOLDER --bandwidth-gbs 4800`` (H200 HBM3e).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from minivllm.config import EngineConfig
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.sampling_params import SamplingParams
+
+
+def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype) -> float:
+    from minivllm.executor.model_runner import ModelRunner
+
+    config = EngineConfig.from_kwargs(
+        model=loaded.hf_folder,
+        device=str(device),
+        dtype=dtype,
+        max_num_seqs=max(batch, 1),
+        max_num_batched_tokens=max(2048, batch),
+        max_model_len=context + steps + 16,
+        num_gpu_blocks=batch * ((context + steps + 16) // 16 + 2) + 1,
+    )
+    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
+    g = torch.Generator().manual_seed(batch)
+    for i in range(batch):
+        prompt = torch.randint(3, loaded.arch.vocab_size, (context,), generator=g).tolist()
+        engine.add_request(str(i), prompt, SamplingParams(max_tokens=steps + 10, temperature=0.0, ignore_eos=True))
+    while any(s.prefill_tokens for s in engine.trace.steps[-1:]) or not engine.trace.steps:
+        engine.step()  # finish every prefill first
+    engine.step()
+    times = []
+    for _ in range(steps):
+        engine.step()
+        rec = engine.trace.steps[-1]
+        assert not rec.prefill_tokens and len(rec.decode_tokens) == batch
+        times.append(rec.duration)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m minivllm.benchmarks.decode_roofline")
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="bfloat16" if torch.cuda.is_available() else "float32")
+    parser.add_argument("--context", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="memory bandwidth, GB/s")
+    args = parser.parse_args(argv)
+
+    from minivllm.model.loader import load_model
+
+    loaded = load_model(args.model, args.dtype, args.device)
+    elem = torch.tensor([], dtype=getattr(torch, args.dtype)).element_size()
+    weight_bytes = sum(p.numel() for p in loaded.model.parameters()) * elem
+    a = loaded.arch
+    kv_per_token = 2 * a.num_layers * a.num_kv_heads * a.head_dim * elem
+    print(
+        f"{args.model} on {args.device} ({args.dtype}): weights {weight_bytes / 1e6:.0f} MB, "
+        f"KV {kv_per_token / 1e3:.1f} kB/token, bandwidth {args.bandwidth_gbs:.0f} GB/s"
+    )
+    print(f"{'batch':>6} {'measured ms':>12} {'roofline ms':>12} {'ratio':>7}")
+    for batch in args.batches:
+        t = decode_step_time(loaded, batch, args.context, args.steps, args.device, args.dtype)
+        bound = (weight_bytes + batch * (args.context + 1) * kv_per_token) / (args.bandwidth_gbs * 1e9)
+        print(f"{batch:>6} {t * 1e3:>12.2f} {bound * 1e3:>12.3f} {t / bound:>7.1f}")
+
+
+if __name__ == "__main__":
+    main()
