@@ -35,12 +35,7 @@ class Scheduler:
     def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig) -> None:
         if cache_config.num_gpu_blocks is None:
             raise ValueError("cache_config.num_gpu_blocks must be set before building the Scheduler.")
-        self.scheduler_config = scheduler_config
-        self.max_num_running_reqs = scheduler_config.max_num_seqs
-        self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
-        self.max_model_len = scheduler_config.max_model_len
-        self.long_prefill_token_threshold = scheduler_config.long_prefill_token_threshold
-        self.policy = scheduler_config.policy
+        self.reconfigure(scheduler_config)
         self.kv_cache_manager = KVCacheManager(
             num_gpu_blocks=cache_config.num_gpu_blocks,
             block_size=cache_config.block_size,
@@ -53,6 +48,22 @@ class Scheduler:
         self.running: list[Request] = []
         self.finished_req_ids: set[str] = set()  # finished since the last schedule()
         self.num_preemptions = 0  # since the last stats
+
+    def reconfigure(self, scheduler_config: SchedulerConfig) -> None:
+        """Take a new (validated) SchedulerConfig; it applies from the next schedule() on.
+        max_model_len and the policy cannot change while requests are queued under them."""
+        old = getattr(self, "scheduler_config", None)
+        if old is not None and (scheduler_config.max_model_len, scheduler_config.policy) != (
+            old.max_model_len,
+            old.policy,
+        ):
+            raise ValueError("max_model_len and policy cannot change on a running scheduler.")
+        self.scheduler_config = scheduler_config
+        self.max_num_running_reqs = scheduler_config.max_num_seqs
+        self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
+        self.max_model_len = scheduler_config.max_model_len
+        self.long_prefill_token_threshold = scheduler_config.long_prefill_token_threshold
+        self.policy = scheduler_config.policy
 
     # ------------------------------------------------------------------ requests in and out
     def add_request(self, request: Request) -> None:

@@ -9,11 +9,12 @@ one process. One step is: ``schedule()`` (decisions only), ``execute_model()``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from minivllm.config import EngineConfig
+from minivllm.config import EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
 from minivllm.engine.clock import VirtualClock, WallClock
 from minivllm.engine.trace import EngineTrace
@@ -135,6 +136,19 @@ class LLMEngine:
                 out.finished, out.finish_reason = True, "abort"
                 rec = self.trace.requests[req_id]
                 rec.finish_time, rec.finish_reason = now, "abort"
+
+    def set_scheduling(self, **changes: Any) -> SchedulerConfig:
+        """Change scheduler settings between steps (vLLM names: max_num_batched_tokens,
+        enable_chunked_prefill, long_prefill_token_threshold, max_num_seqs). Validated as a new
+        SchedulerConfig; a bad value raises ValueError and changes nothing."""
+        current = dataclasses.asdict(self.scheduler.scheduler_config)
+        unknown = set(changes) - set(current)
+        if unknown:
+            raise ValueError(f"Unknown scheduler setting(s) {sorted(unknown)}; allowed: {sorted(current)}.")
+        new = SchedulerConfig(**{**current, **changes})
+        self.scheduler.reconfigure(new)
+        self.config.scheduler_config = new
+        return new
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()

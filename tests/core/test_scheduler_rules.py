@@ -177,3 +177,18 @@ def test_priority_victim_scheduled_earlier_in_the_step_is_undone():
     assert out.preempted_req_ids == {"late"}
     assert "late" not in out.num_scheduled_tokens and out.total_num_scheduled_tokens == 1
     assert s.requests["late"].num_computed_tokens == 0
+
+
+def test_reconfigure_applies_from_the_next_step():
+    from minivllm.config import SchedulerConfig
+
+    s = make_scheduler(max_num_batched_tokens=32, max_model_len=256)
+    s.add_request(make_request("long", 200, max_tokens=1))
+    runner = FakeModelRunner()
+    out, _ = step(s, runner)
+    assert out.num_scheduled_tokens == {"long": 32}
+    s.reconfigure(SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=16, max_model_len=256))
+    out, _ = step(s, runner)
+    assert out.num_scheduled_tokens == {"long": 168}
+    with pytest.raises(ValueError, match="max_model_len and policy cannot change"):
+        s.reconfigure(SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=16, max_model_len=512))
