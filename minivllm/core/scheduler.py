@@ -131,13 +131,21 @@ class Scheduler:
 
     def _preempt(self, request: Request) -> Request:
         """Pick and preempt a victim for ``request``: the last running request (fcfs)
-        or the lowest-priority, latest-arriving one (priority). Preemption forgets:
-        all blocks go back and ``num_computed_tokens`` returns to 0."""
+        or the lowest-priority, latest-arriving one (priority)."""
         if self.policy == "priority":
             victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
-            self.running.remove(victim)
         else:
-            victim = self.running.pop()
+            victim = self.running[-1]
+        return self.preempt_request(victim.request_id)
+
+    def preempt_request(self, request_id: str) -> Request:
+        """Preempt one running request. Preemption forgets: all its blocks go back (their hashes
+        stay cached) and ``num_computed_tokens`` returns to 0. Public so notebooks can force it (§11.5)."""
+        victim = self.requests.get(request_id)
+        if victim is None or victim.status != RequestStatus.RUNNING:
+            running = [r.request_id for r in self.running]
+            raise ValueError(f"request {request_id!r} is not running; running requests: {running}.")
+        self.running.remove(victim)
         self.kv_cache_manager.free(victim)
         victim.status = RequestStatus.PREEMPTED
         victim.num_computed_tokens = 0

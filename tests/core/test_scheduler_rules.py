@@ -192,3 +192,19 @@ def test_reconfigure_applies_from_the_next_step():
     assert out.num_scheduled_tokens == {"long": 168}
     with pytest.raises(ValueError, match="max_model_len and policy cannot change"):
         s.reconfigure(SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=16, max_model_len=512))
+
+
+def test_preempt_request_by_name_and_recover_from_the_cache():
+    s = make_scheduler(max_num_batched_tokens=128, enable_prefix_caching=True)
+    s.add_request(make_request("a", 40, max_tokens=6))
+    s.add_request(make_request("b", list(range(500, 540)), max_tokens=6))
+    runner = FakeModelRunner()
+    step(s, runner)
+    s.preempt_request("a")
+    assert s.requests["a"].status == RequestStatus.PREEMPTED and s.waiting[0].request_id == "a"
+    out, _ = step(s, runner)
+    (resumed,) = [c for c in out.scheduled_cached_reqs if c.resumed_from_preemption]
+    assert resumed.req_id == "a" and resumed.num_computed_tokens == 32  # 2 full blocks back from the cache
+    assert out.num_scheduled_tokens["a"] == 41 - 32
+    with pytest.raises(ValueError, match="request 'zzz' is not running; running requests"):
+        s.preempt_request("zzz")
