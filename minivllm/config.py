@@ -120,17 +120,36 @@ class ModelConfig:
 
 
 @dataclass
+class SpeculativeConfig:
+    """N-gram (prompt lookup) speculative decoding, §11.8.2 (vLLM ``speculative_config`` with method "ngram").
+
+    ``num_speculative_tokens`` = 0 turns it off. Drafts share the token budget with everything else.
+    """
+
+    num_speculative_tokens: int = 0
+    prompt_lookup_max: int = 4
+    prompt_lookup_min: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int("num_speculative_tokens", self.num_speculative_tokens, 0, 64)
+        _check_int("prompt_lookup_max", self.prompt_lookup_max, 1)
+        _check_int("prompt_lookup_min", self.prompt_lookup_min, 1, self.prompt_lookup_max)
+
+
+@dataclass
 class EngineConfig:
     """Everything an LLMEngine needs. ``EngineConfig.from_kwargs`` takes vLLM's flat names."""
 
     model_config: ModelConfig = field(default_factory=ModelConfig)
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    speculative_config: SpeculativeConfig = field(default_factory=SpeculativeConfig)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EngineConfig:
         """Build from flat keyword arguments named as vLLM's (``max_num_batched_tokens=512, ...``)."""
-        parts: dict[type, dict[str, Any]] = {ModelConfig: {}, CacheConfig: {}, SchedulerConfig: {}}
+        classes = (ModelConfig, CacheConfig, SchedulerConfig, SpeculativeConfig)
+        parts: dict[type, dict[str, Any]] = {c: {} for c in classes}
         owners = {f.name: c for c in parts for f in dataclasses.fields(c)}
         for name, value in kwargs.items():
             if name not in owners:
@@ -140,6 +159,7 @@ class EngineConfig:
             ModelConfig(**parts[ModelConfig]),
             CacheConfig(**parts[CacheConfig]),
             SchedulerConfig(**parts[SchedulerConfig]),
+            SpeculativeConfig(**parts[SpeculativeConfig]),
         )
 
 

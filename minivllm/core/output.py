@@ -47,6 +47,9 @@ class SchedulerOutput:
     finished_req_ids: set[str]  # finished since the previous schedule()
     preempted_req_ids: set[str] = field(default_factory=set)  # as vLLM [latest]
     token_budget: int = 0  # max_num_batched_tokens this step (for traces)
+    # §11.4.4: for guided requests that sample this step, the token ids their grammar allows
+    # (vLLM sends a grammar bitmask; a list is enough for choice grammars).
+    grammar_allowed_token_ids: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def req_ids(self) -> list[str]:

@@ -177,8 +177,21 @@ class LLMEngine:
                 if self.tokenizer is not None:
                     ro.text = self.tokenizer.decode(ro.token_ids, skip_special_tokens=True)
             changed.append(ro)
+        accepted = {
+            r: len(result.sampled_token_ids[result.req_id_to_index[r]]) - 1
+            for r in out.scheduled_spec_decode_tokens
+            if result.sampled_token_ids[result.req_id_to_index[r]]
+        }
         self.trace.record_step(
-            out, start, end, num_tokens_before, new_tokens, finished, scheduler, snapshot=self.record_block_pool
+            out,
+            start,
+            end,
+            num_tokens_before,
+            new_tokens,
+            finished,
+            scheduler,
+            snapshot=self.record_block_pool,
+            spec_accepted=accepted,
         )
         return changed
 

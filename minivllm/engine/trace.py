@@ -32,6 +32,7 @@ class StepRecord:
     new_requests: list[str]  # admitted for the first time or resumed
     prefix_cache_hit_tokens: dict[str, int]  # tokens found in the cache at admission
     finished: list[str] = field(default_factory=list)
+    spec_accepted: dict[str, int] = field(default_factory=dict)  # drafts accepted this step (§11.8.2)
     block_pool: list[dict[str, Any]] | None = None  # optional snapshot (small pools)
     block_tables: dict[str, list[int]] | None = None
 
@@ -94,6 +95,7 @@ class EngineTrace:
         finished: dict[str, str],
         scheduler: Any,
         snapshot: bool = False,
+        spec_accepted: dict[str, int] | None = None,
     ) -> StepRecord:
         """Fold one step into the trace. ``num_tokens_before[r]`` is the request's token count when it
         was scheduled; ``new_tokens[r]`` how many tokens it got; ``finished[r]`` its finish reason."""
@@ -132,6 +134,7 @@ class EngineTrace:
             prefill_tokens={r: v for r, v in prefill.items() if v},
             decode_tokens={r: v for r, v in decode.items() if v},
             spec_tokens={r: v for r, v in spec.items() if v},
+            spec_accepted=dict(spec_accepted or {}),
             num_running=len(scheduler.running),
             num_waiting=len(scheduler.waiting),
             kv_usage=kv.usage,

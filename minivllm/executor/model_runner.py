@@ -19,8 +19,10 @@ from minivllm.attention.metadata import AttentionMetadata, build_attention_metad
 from minivllm.config import EngineConfig
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
+from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
 from minivllm.sampling_params import SamplingParams
+from minivllm.spec_decode.ngram_proposer import NgramProposer
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 
@@ -71,6 +73,12 @@ class ModelRunner:
         self.default_generator.manual_seed(mc.seed)
         self.requests: dict[str, CachedRequestState] = {}
         self.kv_caches: torch.Tensor | None = None
+        spec = config.speculative_config
+        self.proposer = (
+            NgramProposer(spec.num_speculative_tokens, spec.prompt_lookup_max, spec.prompt_lookup_min)
+            if spec.num_speculative_tokens > 0
+            else None
+        )
 
     # ------------------------------------------------------------------ KV cache
     @property
@@ -155,35 +163,63 @@ class ModelRunner:
         self._update_states(out)
         req_ids = out.req_ids
         if not req_ids:
-            return ModelRunnerOutput([], {}, [])
+            return ModelRunnerOutput([], {}, [], [] if self.proposer else None)
         states = [self.requests[r] for r in req_ids]
         num_scheduled = [out.num_scheduled_tokens[r] for r in req_ids]
+        drafts = [out.scheduled_spec_decode_tokens.get(r, []) for r in req_ids]
         input_ids: list[int] = []
-        for state, n in zip(states, num_scheduled):
+        for state, n, d in zip(states, num_scheduled, drafts):
             c = state.num_computed_tokens
-            input_ids.extend(state.token_ids[c : c + n])
+            input_ids += state.token_ids[c : c + n - len(d)] + d  # drafts ride at the end of the chunk
         meta = build_attention_metadata(
             [s.num_computed_tokens for s in states],
             num_scheduled,
             [s.block_ids for s in states],
             self.block_size,
             self.device,
+            num_spec_tokens=[len(d) for d in drafts] if any(drafts) else None,
         )
         logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
+        sampled = self._sample(out, states, num_scheduled, drafts, logits)
+        for state, tokens, n in zip(states, sampled, num_scheduled):
+            state.token_ids.extend(tokens)
+            state.num_computed_tokens += n  # rolled back by the scheduler's next num_computed_tokens
+        spec = None
+        if self.proposer is not None:  # next step's drafts, from each request's own context
+            spec = [
+                self.proposer.propose(s.token_ids) if tokens and r not in out.grammar_allowed_token_ids else []
+                for s, tokens, r in zip(states, sampled, req_ids)
+            ]
+        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec)
 
-        # Only requests whose chunk reaches the end of their tokens get a sample.
-        done = [
-            i for i, (s, n) in enumerate(zip(states, num_scheduled)) if s.num_computed_tokens + n >= len(s.token_ids)
-        ]
-        sampled: list[list[int]] = [[] for _ in req_ids]
-        if done:
-            rows = logits[torch.tensor(done, device=logits.device)]
-            params = [states[i].sampling_params for i in done]
-            apply_min_tokens(rows, [states[i].num_output_tokens for i in done], params, self.loaded.eos_token_id)
-            generators = [states[i].generator or self.default_generator for i in done]
-            for i, token in zip(done, self.sampler(rows, params, generators).tolist()):
-                states[i].token_ids.append(token)
+    def _sample(self, out, states, num_scheduled, drafts, logits) -> list[list[int]]:
+        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied."""
+        sampled: list[list[int]] = [[] for _ in states]
+        row_starts = [0]
+        for d in drafts:
+            row_starts.append(row_starts[-1] + 1 + len(d))
+        eos = self.loaded.eos_token_id
+        plain = []
+        for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts)):
+            if state.num_computed_tokens + n - len(d) < len(state.token_ids):
+                continue  # still inside its prompt: no sample, generator untouched
+            rows = logits[row_starts[i] : row_starts[i + 1]]
+            params = state.sampling_params
+            outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
+            apply_min_tokens(rows, outputs, [params] * rows.shape[0], eos)
+            allowed = out.grammar_allowed_token_ids.get(state.req_id)
+            if allowed is not None:
+                mask = torch.full_like(rows, float("-inf"))
+                mask[:, allowed] = 0.0
+                rows += mask
+            if d:
+                sampled[i] = verify_drafts(rows, d, params, state.generator or self.default_generator)
+            else:
+                plain.append(i)
+        if plain:
+            rows = logits[torch.tensor([row_starts[i] for i in plain], device=logits.device)]
+            params = [states[i].sampling_params for i in plain]
+            generators = [states[i].generator or self.default_generator for i in plain]
+            for i, token in zip(plain, self.sampler(rows, params, generators).tolist()):
                 sampled[i] = [token]
-        for state, n in zip(states, num_scheduled):
-            state.num_computed_tokens += n
-        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled)
+        return sampled
