@@ -27,6 +27,7 @@ class SamplingParams:
     ignore_eos: bool = False
     stop_token_ids: list[int] = field(default_factory=list)
     min_tokens: int = 0
+    guided_choice: list[str] | None = None  # §11.4.4: the output must be exactly one of these
 
     def __post_init__(self) -> None:
         self.stop_token_ids = list(self.stop_token_ids or [])
@@ -41,6 +42,12 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
         if self.top_k < -1:
             raise ValueError(f"top_k must be -1 (disable), 0 (disable) or at least 1, got {self.top_k}.")
+        if self.guided_choice is not None:
+            if not isinstance(self.guided_choice, (list, tuple)):
+                raise ValueError(f"guided_choice must be a list of strings, got {type(self.guided_choice).__name__}.")
+            if self.ignore_eos:
+                raise ValueError("guided_choice ends the output with EOS, so ignore_eos must be False.")
+            self.guided_choice = list(self.guided_choice)
         if self.min_tokens < 0:
             raise ValueError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")
         if self.min_tokens > self.max_tokens:

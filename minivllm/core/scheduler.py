@@ -48,6 +48,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.finished_req_ids: set[str] = set()  # finished since the last schedule()
         self.num_preemptions = 0  # since the last stats
+        self.failed_requests: list[Request] = []  # failed before running (e.g. grammar errors)
 
     def reconfigure(self, scheduler_config: SchedulerConfig) -> None:
         """Take a new (validated) SchedulerConfig; it applies from the next schedule() on.
@@ -98,6 +99,12 @@ class Scheduler:
                 self.waiting.remove(request)
             request.status = finished_status
             self._free_request(request)
+
+    def _fail_request(self, request: Request, reason: str) -> None:
+        request.status = RequestStatus.FINISHED_ABORTED
+        request.stop_reason = reason
+        self.failed_requests.append(request)
+        self._free_request(request)
 
     def _free_request(self, request: Request) -> None:
         self.kv_cache_manager.free(request)
@@ -209,7 +216,11 @@ class Scheduler:
             request = self.waiting[0]
             if request.status == RequestStatus.WAITING_FOR_FSM:
                 if not request.grammar.is_ready():  # §11.4.4: pass over it, keep its place
-                    skipped.appendleft(self.waiting.popleft())
+                    self.waiting.popleft()
+                    if request.grammar.error is None:
+                        skipped.appendleft(request)
+                    else:  # the grammar failed to compile: this request fails, nobody else
+                        self._fail_request(request, request.grammar.error)
                     continue
                 request.status = RequestStatus.WAITING
             computed_blocks, num_computed = self.kv_cache_manager.get_computed_blocks(request)
@@ -236,6 +247,12 @@ class Scheduler:
         assert total <= self.max_num_scheduled_tokens and token_budget >= 0
         assert len(self.running) <= self.max_num_running_reqs
 
+        # §11.4.4: guided requests that sample this step get their grammar's allowed tokens.
+        grammar_allowed = {
+            req_id: r.grammar.allowed_token_ids()
+            for req_id, n in num_scheduled_tokens.items()
+            if (r := self.requests[req_id]).grammar is not None and r.num_computed_tokens + n >= r.num_tokens
+        }
         output = SchedulerOutput(
             scheduled_new_reqs=[
                 NewRequestData(
@@ -268,6 +285,7 @@ class Scheduler:
             finished_req_ids=self.finished_req_ids,
             preempted_req_ids={r.request_id for r in preempted},
             token_budget=self.max_num_scheduled_tokens,
+            grammar_allowed_token_ids=grammar_allowed,
         )
         # (E) Advance: the tokens handed out now count as computed.
         for req_id, n in num_scheduled_tokens.items():
@@ -287,7 +305,8 @@ class Scheduler:
         self, scheduler_output: SchedulerOutput, runner_output: ModelRunnerOutput
     ) -> EngineCoreOutputs:
         """Append sampled tokens, roll back rejected drafts, stop and free finished requests."""
-        outputs: list[EngineCoreOutput] = []
+        outputs = [EngineCoreOutput(r.request_id, [], "abort", r.stop_reason) for r in self.failed_requests]
+        self.failed_requests = []
         new_running: list[Request] = []
         for request in self.running:
             req_id = request.request_id
@@ -303,6 +322,8 @@ class Scheduler:
             stopped = False
             for i, token_id in enumerate(generated):
                 request.append_output_token_ids(token_id)
+                if request.grammar is not None:
+                    request.grammar.accept_token(token_id)
                 if check_stop(request, self.max_model_len):
                     stopped = True
                     del generated[i + 1 :]

@@ -68,7 +68,15 @@ class LLMEngine:
             config.cache_config.num_gpu_blocks = executor.determine_num_blocks()
         if hasattr(executor, "initialize_kv_cache"):
             executor.initialize_kv_cache(config.cache_config.num_gpu_blocks)
-        self.scheduler = Scheduler(sc, config.cache_config)
+        cc = config.cache_config
+        capacity = (cc.num_gpu_blocks - 1) * cc.block_size  # the null block holds nothing
+        if sc.max_model_len > capacity:  # a max-length request could never fit: refuse, as vLLM does
+            raise ValueError(
+                f"max_model_len ({sc.max_model_len}) is larger than the number of tokens the KV cache can hold "
+                f"({capacity} = (num_gpu_blocks {cc.num_gpu_blocks} - 1) x block_size {cc.block_size}); lower "
+                "max_model_len or give the KV cache more blocks (num_gpu_blocks / kv_cache_memory_bytes)."
+            )
+        self.scheduler = Scheduler(sc, cc)
         if clock is None:
             clock = getattr(executor, "clock", None)  # the simulator brings its virtual clock
         if clock is None:
@@ -83,6 +91,7 @@ class LLMEngine:
         self.trace = EngineTrace()
         self.record_block_pool = record_block_pool
         self.outputs: dict[str, RequestOutput] = {}
+        self.grammar_compiler = None  # made on the first guided request
 
     # ------------------------------------------------------------------ requests
     def add_request(
@@ -112,6 +121,8 @@ class LLMEngine:
             if bad:
                 limit = f"0..{self.vocab_size - 1}" if self.vocab_size else ">= 0"
                 raise ValueError(f"request {request_id!r}: token id {bad[0]!r} is out of range; allowed {limit}.")
+        if params.guided_choice is not None and grammar is None:
+            grammar = self._grammar_compiler().submit(params.guided_choice)  # compiled in the background
         arrival = self.clock.now() if arrival_time is None else arrival_time
         request = Request(
             request_id,
@@ -125,6 +136,15 @@ class LLMEngine:
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))
         self.outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
+
+    def _grammar_compiler(self):
+        if self.tokenizer is None:
+            raise ValueError("guided_choice needs a tokenizer; this engine has none.")
+        if self.grammar_compiler is None:
+            from minivllm.structured_output import GrammarCompiler
+
+            self.grammar_compiler = GrammarCompiler(self.tokenizer, self.eos_token_id)
+        return self.grammar_compiler
 
     def abort_request(self, request_ids: str | list[str]) -> None:
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)

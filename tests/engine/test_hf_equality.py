@@ -69,7 +69,9 @@ SCENARIOS = {
     "budget_64_staggered": dict(max_num_batched_tokens=64, stagger=True),
     "budget_256": dict(max_num_batched_tokens=256),
     "threshold_40": dict(max_num_batched_tokens=256, long_prefill_token_threshold=40),
-    "tiny_pool_preempts": dict(max_num_batched_tokens=128, long_prefill_token_threshold=32, num_gpu_blocks=16),
+    "tiny_pool_preempts": dict(
+        max_num_batched_tokens=128, long_prefill_token_threshold=32, num_gpu_blocks=16, max_model_len=240
+    ),
     "block_size_1": dict(max_num_batched_tokens=96, block_size=1, num_gpu_blocks=3000),
     "block_size_256": dict(max_num_batched_tokens=512, block_size=256, num_gpu_blocks=12),
 }

@@ -125,3 +125,8 @@ def test_llm_generate_accepts_strings_and_token_ids(tiny):
     with pytest.raises(ValueError, match="got 2 prompts but 1 sampling_params"):
         llm.generate(ids, [params])
     assert not llm.engine.has_unfinished_requests()
+
+
+def test_a_kv_cache_too_small_for_max_model_len_is_refused(tiny):
+    with pytest.raises(ValueError, match=r"max_model_len \(256\) is larger than the number of tokens the KV cache"):
+        make_engine(tiny, num_gpu_blocks=8)
