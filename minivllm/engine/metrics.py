@@ -150,6 +150,12 @@ class MetricsSummary:
     max_num_waiting: int
     stalls: Stalls
     series: StepSeries = field(repr=False)
+    num_draft_tokens: int = 0  # §11.8.2: drafts verified ...
+    num_accepted_tokens: int = 0  # ... and accepted
+
+    @property
+    def spec_acceptance_rate(self) -> float:
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else math.nan
 
     @property
     def prefix_cache_hit_rate(self) -> float:
@@ -163,6 +169,7 @@ class MetricsSummary:
             elif isinstance(value, (int, float)):
                 out[name] = value
         out["prefix_cache_hit_rate"] = self.prefix_cache_hit_rate
+        out["spec_acceptance_rate"] = self.spec_acceptance_rate
         out.update(num_stalls=self.stalls.count, stall_time=self.stalls.total_time)
         out.update(worst_stall=self.stalls.worst_gap, stall_threshold=self.stalls.threshold)
         return out
@@ -238,4 +245,6 @@ def summarize(trace: EngineTrace, stall_threshold: float | None = None) -> Metri
         max_num_waiting=max(series.num_waiting, default=0),
         stalls=generation_stalls(trace, stall_threshold),
         series=series,
+        num_draft_tokens=sum(sum(st.spec_tokens.values()) for st in trace.steps),
+        num_accepted_tokens=sum(sum(st.spec_accepted.values()) for st in trace.steps),
     )

@@ -8,6 +8,7 @@ from hf_reference import hf_greedy
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
+from minivllm.engine.metrics import summarize
 from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
 from minivllm.sample.rejection_sampler import verify_drafts
@@ -70,6 +71,7 @@ def test_greedy_with_speculation_equals_greedy_without(repetitive, budget):
     drafted = sum(sum(s.spec_tokens.values()) for s in engine.trace.steps)
     accepted = sum(sum(s.spec_accepted.values()) for s in engine.trace.steps)
     assert drafted > 0 and 0 < accepted <= drafted
+    assert summarize(engine.trace).spec_acceptance_rate == accepted / drafted
     decode_steps = sum(1 for s in engine.trace.steps if s.decode_tokens or s.spec_tokens)
     assert decode_steps < 2 * 23  # fewer steps than one token per step per request
 
