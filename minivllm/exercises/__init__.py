@@ -1,0 +1,1 @@
+"""Check functions for the chapter exercises: each recomputes the answer with the engine itself."""
