@@ -1,0 +1,207 @@
+"""AsyncEngine: one background thread steps the LLMEngine; asyncio handlers stream its outputs (§11.9).
+
+Mirrors the split of ``vllm/v1/engine/async_llm.py`` (``AsyncLLM.generate``: one asyncio queue per
+request, ``abort`` when the caller goes away) and ``vllm/v1/engine/core.py`` (``EngineCoreProc``: a
+busy loop that drains an input queue, then steps while there is work). vLLM runs the core in another
+process; minivllm runs it in a thread (torch releases the GIL while it computes), which keeps the
+engine single-owner: only the engine thread touches the LLMEngine, its scheduler and its trace.
+
+* Commands (add, abort, call) go in through a thread-safe ``queue.SimpleQueue`` and run between steps,
+  so ``set_scheduling`` and ``prometheus_text`` never see a half-done step.
+* Each step's new tokens go out, detokenized incrementally, as one ``Delta`` per request through
+  ``loop.call_soon_threadsafe`` into that request's ``asyncio.Queue``.
+* The trace is bounded for a long-running server: past ``max_trace_steps`` the oldest half of the
+  steps, and the finished requests older than what is left, are dropped (the /metrics counters then
+  restart from the kept window, which Prometheus' ``rate()`` treats as a counter reset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from minivllm.engine.llm_engine import LLMEngine, RequestOutput
+from minivllm.entrypoints.detokenizer import IncrementalDetokenizer
+from minivllm.sampling_params import SamplingParams
+
+logger = logging.getLogger("minivllm.entrypoints")
+
+
+@dataclass
+class Delta:
+    """What one step added to one request."""
+
+    text: str
+    token_ids: list[int]
+    num_output_tokens: int  # so far
+    finished: bool = False
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Stream:
+    queue: asyncio.Queue
+    loop: asyncio.AbstractEventLoop
+    detokenizer: IncrementalDetokenizer
+    num_sent: int = 0
+
+    def put(self, delta: Delta) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, delta)
+
+
+@dataclass
+class _Command:
+    kind: str  # "add" | "abort" | "call"
+    args: tuple = ()
+    future: concurrent.futures.Future | None = None
+
+
+@dataclass
+class AsyncEngine:
+    """Owns the engine thread. ``start()`` once, then ``generate()`` from any asyncio loop."""
+
+    engine: LLMEngine
+    max_trace_steps: int = 20_000
+    idle_poll_s: float = 0.05
+    clock_offset: float = 0.0  # time.perf_counter() - engine clock, set by start()
+    _inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, init=False)
+    _streams: dict[str, _Stream] = field(default_factory=dict, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+
+    # ------------------------------------------------------------------ asyncio side
+    def start(self) -> None:
+        # Arrival times are taken when the HTTP request arrives (as vLLM's API server does), on the engine's clock.
+        self.clock_offset = time.perf_counter() - self.engine.clock.now()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="minivllm-engine", daemon=True)
+            self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    async def call(self, fn: Callable[[LLMEngine], Any]) -> Any:
+        """Run ``fn(engine)`` on the engine thread between two steps; return its result (or raise)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._inbox.put(_Command("call", (fn,), future))
+        return await asyncio.wrap_future(future)
+
+    async def generate(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, priority: int = 0
+    ) -> AsyncIterator[Delta]:
+        """Queue a request and yield its deltas; the engine's ValueError comes out of the first ``anext``.
+        Leaving early (the client went away, or the task was cancelled) aborts the request."""
+        arrival = time.perf_counter() - self.clock_offset
+        stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), IncrementalDetokenizer(self.engine.tokenizer))
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._inbox.put(_Command("add", (request_id, prompt_token_ids, params, priority, arrival, stream), future))
+        finished = False
+        try:
+            await asyncio.wrap_future(future)  # inside try: cancelled while queued still aborts
+            while not finished:
+                delta = await stream.queue.get()
+                finished = delta.finished
+                yield delta
+        finally:
+            if not finished:
+                self.abort(request_id)
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.put(_Command("abort", (request_id,)))
+
+    # ------------------------------------------------------------------ engine thread
+    def _run(self) -> None:
+        engine = self.engine
+        while not self._stop.is_set():
+            self._drain(block=not engine.has_unfinished_requests())
+            if not engine.has_unfinished_requests():
+                continue
+            try:
+                outputs = engine.step()
+            except Exception as e:  # a bug must not kill the server: fail the running requests, go on
+                logger.exception("engine step failed")
+                self._fail_all(f"engine step failed: {e!r}")
+                continue
+            for out in outputs:
+                self._dispatch(out)
+            self._bound_trace()
+        self._fail_all("server shutting down")
+
+    def _drain(self, block: bool) -> None:
+        try:
+            cmd = self._inbox.get(timeout=self.idle_poll_s) if block else self._inbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._handle(cmd)
+            try:
+                cmd = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _handle(self, cmd: _Command) -> None:
+        engine = self.engine
+        try:
+            if cmd.kind == "add":
+                request_id, ids, params, priority, arrival, stream = cmd.args
+                engine.add_request(request_id, ids, params, arrival_time=arrival, priority=priority)
+                self._streams[request_id] = stream
+                result = None
+            elif cmd.kind == "abort":
+                (request_id,) = cmd.args
+                engine.abort_request(request_id)
+                engine.outputs.pop(request_id, None)
+                self._streams.pop(request_id, None)
+                result = None
+            else:
+                result = cmd.args[0](engine)
+        except Exception as e:
+            if cmd.future is None:
+                logger.exception("engine command %s failed", cmd.kind)
+            else:
+                cmd.future.set_exception(e)
+            return
+        if cmd.future is not None:
+            cmd.future.set_result(result)
+
+    def _dispatch(self, out: RequestOutput) -> None:
+        stream = self._streams.get(out.request_id)
+        if stream is None:
+            return
+        new_ids = out.token_ids[stream.num_sent :]
+        stream.num_sent = len(out.token_ids)
+        text = stream.detokenizer.update(new_ids, finished=out.finished)
+        stream.put(Delta(text, new_ids, stream.num_sent, out.finished, out.finish_reason))
+        if out.finished:
+            del self._streams[out.request_id]
+            self.engine.outputs.pop(out.request_id, None)
+
+    def _fail_all(self, message: str) -> None:
+        for request_id, stream in list(self._streams.items()):
+            self.engine.abort_request(request_id)
+            self.engine.outputs.pop(request_id, None)
+            stream.put(Delta("", [], stream.num_sent, True, "abort", error=message))
+        self._streams.clear()
+
+    def _bound_trace(self) -> None:
+        trace = self.engine.trace
+        if len(trace.steps) <= self.max_trace_steps:
+            return
+        del trace.steps[: len(trace.steps) // 2]
+        first_kept = trace.steps[0].start
+        old = [
+            r.request_id for r in trace.requests.values() if r.finish_time is not None and r.finish_time < first_kept
+        ]
+        for request_id in old:
+            del trace.requests[request_id]

@@ -1,0 +1,149 @@
+"""The live demo page (``/``) and the admin endpoints behind it (§11.1.1, §11.2, §11.9).
+
+Not part of vLLM's API (vLLM changes scheduler settings only at start-up, ``vllm/engine/arg_utils.py``):
+these endpoints let a class watch the complaint of §11.1.1 happen and go away on one running server.
+
+* ``GET /admin/scheduling`` / ``POST /admin/scheduling``: read or change the scheduler settings between
+  two steps (``LLMEngine.set_scheduling``). ``{"enable_chunked_prefill": false}`` also raises the token
+  budget to ``max_model_len`` and clears ``long_prefill_token_threshold`` (what vLLM requires without
+  chunking); ``true`` restores the chunked budget the server started with (or the one sent).
+* ``GET /admin/state``: KV blocks (total, free), queue lengths and the last steps (who got how many tokens).
+* ``GET /admin/trace``: per-request timelines from the engine trace (engine clock; add ``clock_offset`` to get
+  ``time.perf_counter()`` of the server process, which on Linux is CLOCK_MONOTONIC, shared by processes).
+* ``GET /admin/rag_prompt?num_tokens=N&seed=S``: token ids of a long RAG-style prompt; each seed gives
+  different tokens from the first block on, so the prefix cache cannot hide the prefill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse
+
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.entrypoints.protocol import APIError
+
+STATIC_DIR = Path(__file__).parent / "static"
+SCHEDULING_FIELDS = ("enable_chunked_prefill", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs")
+PASSAGE = (
+    "The Roman aqueducts carried water from distant springs into the cities, using gravity alone. Engineers "
+    "surveyed the land so that each channel dropped only a little over many kilometres, and where valleys "
+    "crossed the route they built arched bridges of stone. "
+)
+
+router = APIRouter()
+
+
+def _step_dict(step: Any) -> dict[str, Any]:
+    return {
+        "step": step.step, "start": step.start, "end": step.end, "duration": step.duration,
+        "prefill_tokens": sum(step.prefill_tokens.values()), "decode_tokens": sum(step.decode_tokens.values()),
+        "num_running": step.num_running, "num_waiting": step.num_waiting, "kv_usage": step.kv_usage,
+        "preempted": list(step.preempted),
+    }  # fmt: skip
+
+
+def _scheduling(engine: LLMEngine) -> dict[str, Any]:
+    return {k: getattr(engine.scheduler.scheduler_config, k) for k in (*SCHEDULING_FIELDS, "max_model_len")}
+
+
+@router.get("/", include_in_schema=False)
+async def demo_page() -> FileResponse:
+    return FileResponse(STATIC_DIR / "demo.html", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/static/{name}", include_in_schema=False)
+async def static_file(name: str) -> FileResponse:
+    path = STATIC_DIR / name
+    if path.parent != STATIC_DIR or not path.is_file():
+        raise APIError(f"No static file {name!r}.", status=404, code="not_found")
+    return FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/admin/scheduling")
+async def get_scheduling(raw: Request) -> dict[str, Any]:
+    return await raw.app.state.minivllm.engine.call(_scheduling)
+
+
+@router.post("/admin/scheduling")
+async def set_scheduling(raw: Request) -> dict[str, Any]:
+    state = raw.app.state.minivllm
+    try:
+        body = await raw.json()
+    except ValueError as e:
+        raise APIError(f"Malformed JSON body: {e}.") from e
+    if not isinstance(body, dict):
+        raise APIError("The body must be a JSON object of scheduler settings.")
+    unknown = sorted(set(body) - set(SCHEDULING_FIELDS))
+    if unknown:
+        raise APIError(f"Unknown scheduler setting {unknown[0]!r}; allowed: {list(SCHEDULING_FIELDS)}.", unknown[0])
+
+    def apply(engine: LLMEngine) -> dict[str, Any]:
+        changes = dict(body)
+        config = engine.scheduler.scheduler_config
+        if changes.get("enable_chunked_prefill") is False:
+            changes.setdefault("max_num_batched_tokens", max(config.max_model_len, config.max_num_batched_tokens))
+            changes.setdefault("long_prefill_token_threshold", 0)
+        elif changes.get("enable_chunked_prefill") is True and not config.enable_chunked_prefill:
+            changes.setdefault("max_num_batched_tokens", state.chunked_budget)
+        engine.set_scheduling(**changes)
+        if config.enable_chunked_prefill and not engine.scheduler.scheduler_config.enable_chunked_prefill:
+            state.chunked_budget = config.max_num_batched_tokens  # remember it for the way back
+        return _scheduling(engine)
+
+    try:
+        return await state.engine.call(apply)
+    except ValueError as e:
+        first = str(e).split(" ", 1)[0]
+        raise APIError(str(e), param=first if first in SCHEDULING_FIELDS else None) from e
+
+
+@router.get("/admin/state")
+async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
+    def read(engine: LLMEngine) -> dict[str, Any]:
+        kv = engine.scheduler.kv_cache_manager
+        return {
+            "now": time.perf_counter(), "scheduling": _scheduling(engine),
+            "num_gpu_blocks": kv.num_gpu_blocks, "num_free_blocks": kv.block_pool.get_num_free_blocks(),
+            "num_running": len(engine.scheduler.running), "num_waiting": len(engine.scheduler.waiting),
+            "num_unfinished": engine.get_num_unfinished_requests(), "num_steps": len(engine.trace.steps),
+            "steps": [_step_dict(s) for s in engine.trace.steps[-max(0, last_steps):]] if last_steps else [],
+        }  # fmt: skip
+
+    return await raw.app.state.minivllm.engine.call(read)
+
+
+@router.get("/admin/trace")
+async def get_trace(raw: Request, request_ids: str | None = None) -> dict[str, Any]:
+    wanted = set(request_ids.split(",")) if request_ids else None
+
+    def read(engine: LLMEngine) -> dict[str, Any]:
+        recs = engine.trace.requests
+        ids = [r for r in recs if wanted is None or r in wanted]
+        offset = time.perf_counter() - engine.clock.now()
+        return {"clock_offset": offset, "requests": {r: dataclasses.asdict(recs[r]) for r in ids}}
+
+    return await raw.app.state.minivllm.engine.call(read)
+
+
+@router.get("/admin/rag_prompt")
+async def rag_prompt(raw: Request, num_tokens: int = 2000, seed: int = 0) -> dict[str, Any]:
+    state = raw.app.state.minivllm
+    limit = state.limits.max_model_len - 32
+    if not 16 <= num_tokens <= limit:
+        raise APIError(f"num_tokens must be in [16, {limit}] (max_model_len - 32), got {num_tokens}.", "num_tokens")
+    tok = state.tokenizer
+    if tok is None:
+        raise APIError("This model has no tokenizer.", status=400)
+    question = tok.encode("\nUsing only the documents above, summarise how the aqueducts worked in one sentence.")
+    passages, i = [], 0
+    while sum(map(len, passages)) < num_tokens:
+        passages.append(tok.encode(f"[Document {seed}.{i}] {PASSAGE}"))
+        i += 1
+    body = [t for p in passages for t in p][: max(1, num_tokens - len(question))]
+    ids = (body + question)[:num_tokens]
+    return {"prompt_token_ids": ids, "num_tokens": len(ids)}

@@ -1,0 +1,245 @@
+// minivllm live demo (§11.1.1, §11.2): chat streams side by side, a long RAG prompt, and a live chart of each
+// stream's inter-token gaps. Plain JS + canvas; talks only to this server (OpenAI API + /admin/*).
+"use strict";
+
+const CHATS = [
+  "What is the capital of France?",
+  "Give me three tips for staying focused while studying.",
+  "Explain what a hash table is in two sentences.",
+  "Write a haiku about autumn rain.",
+];
+const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b"];
+const RAG_COLOR = "#e65100";
+const WINDOW_S = 60; // the chart shows the last minute
+const T0 = performance.now();
+const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0,
+               ragSeed: Math.floor(Math.random() * 1e6) }; // a new seed per page: no prefix-cache hit
+window.demo = demo;
+
+const $ = (id) => document.getElementById(id);
+const now = () => (performance.now() - T0) / 1000;
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  const r = await fetch(path, init);
+  const data = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error((data.error && data.error.message) || r.statusText);
+  return data;
+}
+
+function makeStream(kind, label, color) {
+  const pane = document.createElement("div");
+  pane.className = "pane";
+  pane.style.borderTopColor = color;
+  pane.innerHTML = '<h2></h2><div class="stats">idle</div><div class="text"></div>';
+  pane.querySelector("h2").textContent = label;
+  $("streams").appendChild(pane);
+  const s = { kind, label, color, pane, gaps: [], tokens: 0, last: null, start: 0, ttft: null, max: 0,
+              running: false, wanted: false, controller: null };
+  demo.streams.push(s);
+  return s;
+}
+
+function updateStats(s) {
+  const ttft = s.ttft === null ? "–" : `${(s.ttft * 1000).toFixed(0)} ms`;
+  const last = s.gaps.length ? `${s.gaps[s.gaps.length - 1].g.toFixed(0)} ms` : "–";
+  s.pane.querySelector(".stats").textContent =
+    `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft} · gap ${last} · max gap ${s.max.toFixed(0)} ms`;
+}
+
+function onEvent(s, event, textEl) {
+  if (!event.startsWith("data: ")) return;
+  const data = event.slice(6);
+  if (data === "[DONE]") return;
+  const msg = JSON.parse(data);
+  if (msg.error) { textEl.textContent += `\n[error: ${msg.error.message}]`; return; }
+  const c = msg.choices && msg.choices[0];
+  if (!c || (c.delta && c.delta.role)) return; // the usage chunk, or chat's role-only first chunk
+  const t = now();
+  s.tokens += 1;
+  if (s.last === null) s.ttft = t - s.start;
+  else {
+    const g = (t - s.last) * 1000;
+    s.gaps.push({ t, g });
+    s.max = Math.max(s.max, g);
+    demo.points += 1;
+  }
+  s.last = t;
+  textEl.textContent += c.text !== undefined ? c.text : (c.delta.content || "");
+  textEl.scrollTop = textEl.scrollHeight;
+  updateStats(s);
+}
+
+async function runStream(s, path, body) {
+  s.controller = new AbortController();
+  Object.assign(s, { running: true, start: now(), last: null, ttft: null, tokens: 0 });
+  const textEl = s.pane.querySelector(".text");
+  textEl.textContent = "";
+  updateStats(s);
+  let ok = true;
+  try {
+    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ...body, model: demo.model, stream: true }), signal: s.controller.signal });
+    if (!r.ok) throw new Error(((await r.json()).error || {}).message || r.statusText);
+    const reader = r.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        onEvent(s, buf.slice(0, i), textEl);
+        buf = buf.slice(i + 2);
+      }
+    }
+  } catch (e) {
+    ok = false;
+    if (e.name !== "AbortError") textEl.textContent += `\n[error: ${e.message}]`;
+  }
+  s.running = false;
+  updateStats(s);
+  return ok;
+}
+
+async function chatLoop(s, question) {
+  if (s.wanted) return;
+  s.wanted = true;
+  while (s.wanted) { // a chat that finishes asks again, so the streams keep flowing during the lesson
+    const body = { messages: [{ role: "user", content: question }], max_tokens: demo.chatTokens, temperature: 0 };
+    if (!(await runStream(s, "/v1/chat/completions", body))) s.wanted = false;
+  }
+}
+
+function addEvent(label, color) {
+  demo.events.push({ t: now(), label, color });
+}
+
+function chunkLabel() {
+  return $("chunked").checked ? `chunked, budget ${$("budget").value}` : "unchunked";
+}
+
+async function sendRag() {
+  const rag = demo.streams.find((s) => s.kind === "rag");
+  if (rag.running) return;
+  const n = Number($("rag-tokens").value);
+  demo.ragSeed += 1;
+  try {
+    const p = await api(`/admin/rag_prompt?num_tokens=${n}&seed=${demo.ragSeed}`);
+    addEvent(`RAG ${p.num_tokens} tok (${chunkLabel()})`, RAG_COLOR);
+    await runStream(rag, "/v1/completions", { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0,
+                                              ignore_eos: true });
+  } catch (e) { rag.pane.querySelector(".text").textContent = `[error: ${e.message}]`; }
+}
+
+async function setChunked() {
+  const on = $("chunked").checked;
+  const body = on ? { enable_chunked_prefill: true, max_num_batched_tokens: Number($("budget").value) }
+                  : { enable_chunked_prefill: false };
+  try {
+    showScheduling(await api("/admin/scheduling", body));
+    addEvent(on ? `chunking on (${$("budget").value})` : "chunking off", "#555");
+  } catch (e) { $("status").textContent = `scheduling: ${e.message}`; showScheduling(await api("/admin/scheduling")); }
+}
+
+function showScheduling(sc) {
+  $("chunked").checked = sc.enable_chunked_prefill;
+  $("chunked-label").classList.toggle("on", sc.enable_chunked_prefill);
+  if (sc.enable_chunked_prefill) $("budget").value = sc.max_num_batched_tokens;
+}
+
+async function pollState() {
+  try {
+    const st = await api("/admin/state?last_steps=20");
+    const last = st.steps[st.steps.length - 1];
+    const slowest = st.steps.reduce((m, x) => Math.max(m, x.duration), 0);
+    const step = last ? `step ${last.step}: ${last.prefill_tokens} prefill + ${last.decode_tokens} decode tokens in `
+      + `${(last.duration * 1000).toFixed(0)} ms · slowest of last 20 ${(slowest * 1000).toFixed(0)} ms` : "no step yet";
+    $("status").textContent = `${demo.model} · ${st.scheduling.enable_chunked_prefill ? "chunked" : "unchunked"}, `
+      + `budget ${st.scheduling.max_num_batched_tokens} · ${step} · running ${st.num_running}, waiting `
+      + `${st.num_waiting} · KV blocks free ${st.num_free_blocks}/${st.num_gpu_blocks}`;
+  } catch (e) { $("status").textContent = `server unreachable: ${e.message}`; }
+}
+
+function niceStep(range, ticks) {
+  const raw = range / ticks, mag = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+}
+
+function draw() {
+  const cv = $("gap-chart"), dpr = window.devicePixelRatio || 1;
+  const W = cv.clientWidth, H = cv.clientHeight;
+  if (cv.width !== W * dpr) { cv.width = W * dpr; cv.height = H * dpr; }
+  const g = cv.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, W, H);
+  const L = 56, R = 12, T = 34, B = 28, t1 = Math.max(now(), 10), t0 = Math.max(0, t1 - WINDOW_S);
+  const visible = demo.streams.flatMap((s) => s.gaps.filter((p) => p.t >= t0));
+  const top = visible.reduce((m, p) => Math.max(m, p.g), 50) * 1.1, yStep = niceStep(top, 5);
+  const yMax = Math.ceil(top / yStep) * yStep;
+  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R), y = (v) => H - B - (v / yMax) * (H - T - B);
+  g.font = "11px system-ui"; g.strokeStyle = "#e0e0e0"; g.fillStyle = "#555"; g.lineWidth = 1;
+  for (let v = 0; v <= yMax + 1e-9; v += yStep) {
+    g.beginPath(); g.moveTo(L, y(v)); g.lineTo(W - R, y(v)); g.stroke();
+    g.textAlign = "right"; g.fillText(`${v.toFixed(0)}`, L - 4, y(v) + 4);
+  }
+  const xStep = niceStep(t1 - t0, 8);
+  for (let t = Math.ceil(t0 / xStep) * xStep; t <= t1; t += xStep) {
+    g.textAlign = "center"; g.fillText(`${t.toFixed(0)} s`, x(t), H - B + 16);
+  }
+  g.save(); g.translate(14, (H - B + T) / 2); g.rotate(-Math.PI / 2); g.textAlign = "center";
+  g.fillText("gap between tokens (ms)", 0, 0); g.restore();
+  demo.events.forEach((ev, i) => { // labels alternate between two rows so that close events stay readable
+    if (ev.t < t0) return;
+    g.strokeStyle = ev.color; g.setLineDash([4, 4]); g.beginPath(); g.moveTo(x(ev.t), T); g.lineTo(x(ev.t), H - B);
+    g.stroke(); g.setLineDash([]); g.fillStyle = ev.color; g.textAlign = "left";
+    g.fillText(ev.label, x(ev.t) + 3, i % 2 ? T - 4 : T - 17);
+  });
+  let drawn = 0, lx = W - R - 4;
+  g.save(); g.beginPath(); g.rect(L, 0, W - L - R, H); g.clip();
+  for (const s of demo.streams) {
+    const pts = s.gaps.filter((p) => p.t >= t0);
+    // Each gap is a flat segment over the interval it lasted, at the height of its length: a stall is a plateau.
+    g.strokeStyle = s.color; g.fillStyle = s.color; g.lineWidth = 1.5; g.beginPath();
+    let end = null;
+    for (const p of pts) {
+      const start = p.t - p.g / 1000;
+      if (end !== null && Math.abs(start - end) < 1e-6) g.lineTo(x(start), y(p.g)); else g.moveTo(x(start), y(p.g));
+      g.lineTo(x(p.t), y(p.g));
+      end = p.t;
+    }
+    g.stroke();
+    for (const p of pts) g.fillRect(x(p.t) - 1.5, y(p.g) - 1.5, 3, 3);
+    drawn += pts.length;
+    const label = `${s.label}: max ${s.max.toFixed(0)} ms`;
+    g.textAlign = "right"; g.fillText(label, lx, T + 14); lx -= g.measureText(label).width + 14;
+  }
+  g.restore();
+  cv.dataset.points = String(demo.points);
+  cv.dataset.drawn = String(drawn);
+  cv.dataset.ymax = String(yMax);
+}
+
+async function init() {
+  const models = await api("/v1/models");
+  demo.model = models.data[0].id;
+  demo.maxModelLen = models.data[0].max_model_len;
+  demo.chatTokens = Math.min(300, Math.floor(demo.maxModelLen / 3));
+  $("rag-tokens").value = Math.min(2000, demo.maxModelLen - 64);
+  CHATS.forEach((q, i) => makeStream("chat", `chat ${i + 1}`, COLORS[i]).question = q);
+  makeStream("rag", "RAG prompt", RAG_COLOR);
+  showScheduling(await api("/admin/scheduling"));
+  $("start-chats").onclick = () => demo.streams.filter((s) => s.kind === "chat").forEach((s) => chatLoop(s, s.question));
+  $("send-rag").onclick = sendRag;
+  $("chunked").onchange = setChunked;
+  $("stop-all").onclick = () => demo.streams.forEach((s) => { s.wanted = false; if (s.controller) s.controller.abort(); });
+  setInterval(pollState, 500);
+  setInterval(draw, 100);
+  pollState();
+  draw();
+  document.body.dataset.ready = "1";
+}
+
+init().catch((e) => { $("status").textContent = `failed to start: ${e.message}`; });

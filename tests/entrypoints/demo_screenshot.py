@@ -1,0 +1,60 @@
+"""Make assets/server/demo.png: the live demo page with SmolLM2, §11.1.1's stall and then §11.2's fix (§11.9).
+
+Run from the repository root: ``python tests/entrypoints/demo_screenshot.py`` (about a minute on a laptop CPU).
+Chats stream with chunked prefill off; a long RAG prompt lands (every chat stalls for its whole prefill);
+chunking goes on with a small budget; a second RAG prompt lands (the chats keep flowing, the RAG prompt's
+TTFT grows). Uses Debian's chromium, as tests/entrypoints/test_demo_page.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from server_helpers import running_server  # noqa: E402
+from test_demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--rag-tokens", type=int, default=1536)
+    p.add_argument("--budget", type=int, default=256, help="the chunked token budget")
+    p.add_argument("--calm-s", type=float, default=3.0, help="seconds of chats before and after each RAG prompt")
+    p.add_argument("--out", default=str(REPO / "assets" / "server" / "demo.png"))
+    args = p.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    flags = ("--max-model-len", "2048", "--num-gpu-blocks", "512", "--max-num-batched-tokens", str(args.budget))
+    with running_server(args.model, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 760})
+        page.goto(f"{srv.base_url}/")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.fill("#rag-tokens", str(args.rag_tokens))
+        page.click("#chunked")  # off: the complaint
+        page.wait_for_timeout(300)
+        page.click("#start-chats")
+        page.wait_for_timeout(args.calm_s * 1000)
+        for _ in range(2):
+            page.click("#send-rag")
+            page.wait_for_function(RAG_DONE, timeout=300_000)
+            page.wait_for_timeout(args.calm_s * 1000)
+            if not page.is_checked("#chunked"):
+                page.click("#chunked")  # on, with the budget: the fix
+                page.wait_for_timeout(args.calm_s * 1000)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=args.out)
+        stats = page.evaluate("() => window.demo.streams.map((s) => [s.label, Math.round(s.max), s.ttft])")
+        page.click("#stop-all")
+        browser.close()
+    print(f"wrote {args.out}; per stream [label, max gap ms, last TTFT s]: {stats}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Helpers for the HTTP tests (§11.9): a uvicorn server on 127.0.0.1 in a thread, SSE reading, idle waits."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+
+@dataclass
+class Server:
+    base_url: str
+    engine: Any  # the AsyncEngine; tests only read it between requests (via /admin/*) or after idle
+
+
+@contextmanager
+def running_server(model: str, *flags: str, loaded: Any = None) -> Iterator[Server]:
+    """``python -m minivllm serve --model MODEL FLAGS`` in this process, on a free loopback port."""
+    import uvicorn
+
+    from minivllm.entrypoints import server
+
+    args = server.build_parser().parse_args(["--model", model, *flags])
+    engine = server.build_engine(args, loaded)
+    app = server.build_app(engine, args.served_model_name or model)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.01)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Server(f"http://127.0.0.1:{port}", engine)
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=15)
+
+
+@dataclass
+class Streamed:
+    """One streamed response as a client saw it."""
+
+    status: int
+    chunks: list[dict] = field(default_factory=list)  # every data: JSON object
+    times: list[float] = field(default_factory=list)  # perf_counter of each chunk with choices
+    done: bool = False  # saw data: [DONE]
+    body: Any = None  # the JSON body of a non-200 answer
+
+    @property
+    def text(self) -> str:
+        out = []
+        for c in self.chunks:
+            for ch in c.get("choices", []):
+                out.append(ch.get("text") if "text" in ch else ch.get("delta", {}).get("content") or "")
+        return "".join(out)
+
+    @property
+    def finish_reason(self) -> str | None:
+        reasons = [ch.get("finish_reason") for c in self.chunks for ch in c.get("choices", [])]
+        return next((r for r in reversed(reasons) if r), None)
+
+    @property
+    def usage(self) -> dict | None:
+        return next((c["usage"] for c in self.chunks if c.get("usage")), None)
+
+
+async def stream(client: httpx.AsyncClient, url: str, body: dict, stop_after: int | None = None) -> Streamed:
+    """POST with stream=True and read SSE events; ``stop_after`` chunks closes the connection early."""
+    async with client.stream("POST", url, json={**body, "stream": True}) as resp:
+        out = Streamed(resp.status_code)
+        if resp.status_code != 200:
+            out.body = json.loads(await resp.aread())
+            return out
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        async for line in resp.aiter_lines():
+            if not line:
+                continue
+            assert line.startswith("data: "), line
+            if line == "data: [DONE]":
+                out.done = True
+                continue
+            chunk = json.loads(line[len("data: ") :])
+            out.chunks.append(chunk)
+            if chunk.get("choices"):
+                out.times.append(time.perf_counter())
+            if stop_after is not None and len(out.times) >= stop_after:
+                return out  # leaving the context manager closes the connection
+    return out
+
+
+def wait_idle(base_url: str, timeout: float = 20.0) -> dict:
+    """Poll /admin/state until no request is left in the engine; return that state."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = httpx.get(f"{base_url}/admin/state", params={"last_steps": 0}).json()
+        if state["num_unfinished"] == 0:
+            return state
+        assert time.monotonic() < deadline, f"engine not idle after {timeout} s: {state}"
+        time.sleep(0.05)
+
+
+def trace_of(base_url: str, *request_ids: str) -> dict:
+    params = {"request_ids": ",".join(request_ids)} if request_ids else {}
+    return httpx.get(f"{base_url}/admin/trace", params=params).json()

@@ -1,0 +1,86 @@
+"""The live demo page (§11.1.1, §11.2) in headless Chromium via Playwright, against a loopback server.
+
+Uses Debian's chromium (``apt-get install chromium``; never ``playwright install``). The page loads, chats
+stream, the unchunked switch makes the whole RAG prompt one step, the chunked one cuts it into budget-sized
+steps, and the gap chart redraws. ``MINIVLLM_UPDATE_ASSETS=1`` also writes the screenshot to
+assets/server/demo.png (the committed one comes from tests/entrypoints/demo_screenshot.py with SmolLM2).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from server_helpers import running_server, wait_idle
+
+pytest.importorskip("playwright")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]  # fmt: skip
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)")
+ASSET = Path(__file__).resolve().parents[2] / "assets" / "server" / "demo.png"
+RAG_DONE = "() => { const s = window.demo.streams.find((x) => x.kind === 'rag'); return s.tokens == 16 && !s.running; }"
+
+
+def points(page) -> int:
+    return int(page.get_attribute("#gap-chart", "data-points"))
+
+
+def scheduling(url: str) -> dict:
+    return httpx.get(f"{url}/admin/scheduling").json()
+
+
+def max_prefill_step(url: str, last_steps: int = 400) -> int:
+    steps = httpx.get(f"{url}/admin/state", params={"last_steps": last_steps}).json()["steps"]
+    return max(s["prefill_tokens"] for s in steps)
+
+
+def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    flags = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32")
+    with running_server(tiny_qwen2, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 820})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{srv.base_url}/")
+        page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+        assert page.is_checked("#chunked") and page.input_value("#rag-tokens") == "192"
+
+        page.click("#chunked")  # chunking off: §11.1.1's complaint
+        page.wait_for_function("() => !document.getElementById('chunked').checked")
+        page.wait_for_timeout(200)
+        assert scheduling(srv.base_url)["enable_chunked_prefill"] is False
+        page.click("#start-chats")
+        page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
+        before, image = points(page), page.eval_on_selector("#gap-chart", "c => c.toDataURL()")
+        page.click("#send-rag")
+        page.wait_for_function(RAG_DONE, timeout=20_000)
+        assert max_prefill_step(srv.base_url) >= 192  # the whole prompt in one step
+
+        page.click("#chunked")  # chunking on again, budget 32: the fix of §11.2
+        page.wait_for_function("() => document.getElementById('chunked').checked")
+        page.wait_for_timeout(200)
+        assert scheduling(srv.base_url)["max_num_batched_tokens"] == 32
+        page.click("#send-rag")
+        page.wait_for_function(RAG_DONE, timeout=20_000)
+        page.wait_for_timeout(300)
+        assert max_prefill_step(srv.base_url, last_steps=40) <= 32
+        assert points(page) > before + 40
+        assert page.eval_on_selector("#gap-chart", "c => c.toDataURL()") != image  # the chart redrew
+        events = page.evaluate("() => window.demo.events.map((e) => e.label)")
+        assert [e.split(" (")[0] for e in events] == ["chunking off", "RAG 192 tok", "chunking on", "RAG 192 tok"]
+        assert "chunked, budget 32" in page.inner_text("#status")
+        page.screenshot(path=str(tmp_path / "demo.png"))
+        if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
+            ASSET.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ASSET))
+        page.click("#stop-all")
+        browser.close()
+        assert not errors, errors
+        state = wait_idle(srv.base_url)
+        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1

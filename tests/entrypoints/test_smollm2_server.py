@@ -1,0 +1,47 @@
+"""SmolLM2 behind the HTTP server (§11.9): greedy chat and completion streams, running concurrently, give exactly
+the text of the offline ``LLM.chat`` / ``LLM.generate`` on the same weights (real chat template, real tokenizer,
+incremental detokenization)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from server_helpers import running_server, stream, wait_idle
+
+from minivllm.sampling_params import SamplingParams
+
+KW = {"max_model_len": 1024, "num_gpu_blocks": 96, "max_num_batched_tokens": 256}
+QUESTIONS = ["What is the capital of France?"]
+MAX_TOKENS = 16
+PROMPT = "The three primary colours are"
+
+
+@pytest.mark.slow
+def test_smollm2_streams_equal_offline_llm(smollm2):
+    from minivllm import LLM
+    from minivllm.config import EngineConfig
+    from minivllm.executor.model_runner import ModelRunner
+
+    flags = [x for k, v in KW.items() for x in ("--" + k.replace("_", "-"), str(v))]
+    with running_server("smollm2", *flags, loaded=smollm2) as srv:
+
+        async def run():
+            async with httpx.AsyncClient(timeout=120) as c:
+                body = {"model": "smollm2", "max_tokens": MAX_TOKENS, "temperature": 0}
+                chats = [stream(c, f"{srv.base_url}/v1/chat/completions",
+                                {**body, "messages": [{"role": "user", "content": q}]}) for q in QUESTIONS]  # fmt: skip
+                text = stream(c, f"{srv.base_url}/v1/completions", {**body, "prompt": PROMPT})
+                return await asyncio.gather(*chats, text)
+
+        *chats, completion = asyncio.run(run())
+        state = wait_idle(srv.base_url)
+    assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
+    llm = LLM("smollm2", executor=ModelRunner(EngineConfig.from_kwargs(model="smollm2", **KW), smollm2), **KW)
+    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
+    expected = llm.chat([[{"role": "user", "content": q}] for q in QUESTIONS], params, use_tqdm=False)
+    for got, want in zip(chats, expected):
+        assert got.done and got.text == want.text and got.finish_reason == want.finish_reason
+    want = llm.generate(PROMPT, params, use_tqdm=False)[0]
+    assert completion.text == want.text and len(completion.text) > 10
