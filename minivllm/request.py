@@ -55,12 +55,18 @@ class Grammar(Protocol):
     """What the scheduler asks of a request's grammar (§11.4.4): is it compiled yet?
 
     A request that has one starts in WAITING_FOR_FSM and is passed over by the
-    waiting loop until ``is_ready()``. ``error`` is set when compiling failed.
+    waiting loop until ``is_ready()``; ``error`` is set when compiling failed (the
+    request then fails alone). While decoding, the scheduler sends the allowed
+    tokens to the executor and advances the grammar with each sampled token.
     """
 
     error: str | None
 
     def is_ready(self) -> bool: ...
+
+    def allowed_token_ids(self) -> list[int]: ...  # what the next token may be
+
+    def accept_token(self, token_id: int) -> None: ...  # advance past a sampled token
 
 
 class RequestStatus(enum.IntEnum):

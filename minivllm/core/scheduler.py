@@ -49,6 +49,7 @@ class Scheduler:
         self.finished_req_ids: set[str] = set()  # finished since the last schedule()
         self.num_preemptions = 0  # since the last stats
         self.failed_requests: list[Request] = []  # failed before running (e.g. grammar errors)
+        self.preempted_since_last_step: set[str] = set()  # incl. preempt_request() between steps
 
     def reconfigure(self, scheduler_config: SchedulerConfig) -> None:
         """Take a new (validated) SchedulerConfig; it applies from the next schedule() on.
@@ -159,6 +160,7 @@ class Scheduler:
         victim.spec_token_ids.clear()  # drafts refer to a state that will be recomputed
         victim.num_preemptions += 1
         self.num_preemptions += 1
+        self.preempted_since_last_step.add(victim.request_id)
         self._enqueue(victim, front=True)
         return victim
 
@@ -283,7 +285,7 @@ class Scheduler:
                 else 0
             ),
             finished_req_ids=self.finished_req_ids,
-            preempted_req_ids={r.request_id for r in preempted},
+            preempted_req_ids=self.preempted_since_last_step,
             token_budget=self.max_num_scheduled_tokens,
             grammar_allowed_token_ids=grammar_allowed,
         )
@@ -291,6 +293,7 @@ class Scheduler:
         for req_id, n in num_scheduled_tokens.items():
             self.requests[req_id].num_computed_tokens += n
         self.finished_req_ids = set()
+        self.preempted_since_last_step = set()
         return output
 
     def _make_cached_request_data(self, request, num_scheduled_tokens, spec_tokens, new_block_ids, resumed):

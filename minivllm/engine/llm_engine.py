@@ -88,7 +88,7 @@ class LLMEngine:
             else:
                 clock = WallClock()
         self.clock = clock
-        self.trace = EngineTrace()
+        self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
         self.outputs: dict[str, RequestOutput] = {}
         self.grammar_compiler = None  # made on the first guided request

@@ -81,6 +81,7 @@ class RequestRecord:
 class EngineTrace:
     steps: list[StepRecord] = field(default_factory=list)
     requests: dict[str, RequestRecord] = field(default_factory=dict)
+    block_size: int = 16  # of the KV cache the run used (figures turn tokens into blocks with it)
 
     def on_arrival(self, request_id: str, arrival_time: float, num_prompt_tokens: int) -> None:
         self.requests[request_id] = RequestRecord(request_id, arrival_time, num_prompt_tokens)

@@ -95,6 +95,12 @@ class SlowGrammar:
         self.calls += 1
         return self.calls > self.ready_after
 
+    def allowed_token_ids(self) -> list[int]:
+        return [1, 2, 3]
+
+    def accept_token(self, token_id: int) -> None:
+        pass
+
 
 def test_waiting_for_fsm_is_passed_over_until_its_grammar_is_ready():
     s = make_scheduler(max_num_batched_tokens=64)

@@ -1,0 +1,161 @@
+"""Widget callbacks driven from pytest: set .value / click, then read the figures and state() (no kernel)."""
+
+from __future__ import annotations
+
+import pytest
+from viz_helpers import make_engine, requests
+
+from minivllm.engine.trace import EngineTrace
+from minivllm.viz.explorer import ConfigExplorer
+from minivllm.viz.player import StepPlayer
+from minivllm.viz.recovery_app import RecoveryExplorer
+from minivllm.viz.sim import TimedFakeRunner, make_executor, simulate
+
+SMALL = [("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("long", 300, 3, 0.01)]
+
+
+@pytest.fixture
+def pool_trace() -> EngineTrace:
+    engine = make_engine(budget=64, blocks=40, record=True)
+    engine.run(requests([("a", 40, 8, 0.0), ("b", 70, 8, 0.0), ("c", 30, 8, 0.01)]))
+    return engine.trace
+
+
+def test_player_slider_drives_figures(pool_trace):
+    p = StepPlayer(pool_trace)
+    assert p.slider.max == len(pool_trace.steps) - 1
+    p.slider.value = 2
+    s = pool_trace.steps[2]
+    decode, spec, prefill = p.step_fig.data
+    assert dict(zip(prefill.y, prefill.x)) == {r: s.prefill_tokens.get(r, 0) for r in prefill.y}
+    assert sum(prefill.x) + sum(decode.x) + sum(spec.x) == s.num_scheduled_tokens
+    assert p.step_fig.layout.title.text.startswith(f"step 2: {s.num_scheduled_tokens}/64 tokens")
+    assert list(p.schedule.data[-1].x) == [2, 2]
+    z = p.blocks.data[0].z
+    for block in s.block_pool:
+        assert z[block["block_id"] // 16][block["block_id"] % 16] is not None
+    st = p.state()
+    assert st["step"] == 2 and st["tokens"] == f"{s.num_scheduled_tokens}/64"
+    assert sum(st["blocks"].values()) == 40
+    assert p.summary().startswith("step 2:")
+
+
+def test_player_play_is_linked_and_one_message_per_tick(pool_trace, monkeypatch):
+    p = StepPlayer(pool_trace)
+    p.play.value = 3
+    assert p.slider.value == 3 and p.state()["step"] == 3
+    sent = []
+    orig = p.step_fig._send_update_msg
+    monkeypatch.setattr(p.step_fig, "_send_update_msg", lambda *a, **k: (sent.append(a), orig(*a, **k)))
+    p.slider.value = 4
+    assert len(sent) == 1
+
+
+def test_player_on_an_empty_trace_says_so():
+    p = StepPlayer(EngineTrace())
+    assert p.slider.disabled and p.play.disabled
+    assert "no steps" in p.info.value and "no steps" in p.summary()
+    assert p.state()["step"] is None
+
+
+def test_explorer_reruns_on_every_control():
+    e = ConfigExplorer(requests(SMALL), preset=None, max_model_len=512, block_size=16)
+    assert e.state()["ok"] and e.settings["max_num_batched_tokens"] == 512
+    gantt_before = list(e.fig.data[1].x)
+    e.budget.value = 64
+    st = e.state()
+    assert st["ok"] and st["settings"]["max_num_batched_tokens"] == 64
+    prefill = e.fig.data[1]  # "prefill chunk" bars: the 300-token prompt now takes several steps
+    assert len(prefill.x) > len(gantt_before)
+    assert "TTFT p99" in e.metrics_html.value and "TTFT p99" in e.summary()
+    e.chunked.value = False
+    assert e.settings["max_num_batched_tokens"] == 512 and "raised" in e.message.value and e.state()["ok"]
+    assert e.threshold.disabled
+    e.chunked.value = True
+    e.threshold.value = 16
+    assert e.settings["long_prefill_token_threshold"] == 16 and e.state()["ok"]
+    e.policy.value = "priority"
+    assert e.settings["policy"] == "priority" and e.state()["ok"]
+
+
+@pytest.mark.parametrize(
+    ("control", "value", "expected"),
+    [
+        ("budget", 1, "max_num_batched_tokens (1) must be greater than or equal to max_num_seqs"),
+        ("num_blocks", 1, "num_gpu_blocks must be >= 2"),
+        ("num_blocks", 2, "larger than the number of tokens the KV cache can hold"),
+    ],
+)
+def test_explorer_extreme_values_give_a_message(control, value, expected):
+    e = ConfigExplorer(requests(SMALL), preset=None, max_model_len=512)
+    getattr(e, control).value = value
+    st = e.state()
+    assert not st["ok"] and expected in st["message"] and expected in e.message.value.replace("&gt;", ">")
+    assert len(e.fig.data) == 0 and expected in e.fig.layout.annotations[0].text
+    assert st["metrics"] == {} and expected in e.summary()
+    e.budget.value, e.num_blocks.value = 256, 600  # and it recovers
+    assert e.state()["ok"] and len(e.fig.data) == 6
+
+
+def test_simulate_turns_a_rejected_request_into_a_message():
+    r = simulate(requests([("big", 600, 50, 0.0)]), preset=None, max_num_batched_tokens=64, max_num_seqs=8,
+                 max_model_len=512, num_gpu_blocks=64, block_size=16)  # fmt: skip
+    assert r.message.startswith("Request rejected: request 'big': the prompt (length 600) is longer than")
+    assert not r.ok
+
+
+def test_explorer_with_the_simulator_preset():
+    e = ConfigExplorer(requests(SMALL))  # SimRunner priced by llama2_7b_a100
+    st = e.state()
+    assert st["ok"] and st["metrics"]["ttft_p50"] > 0
+    assert type(make_executor(e.result.engine.config, None)) is TimedFakeRunner
+
+
+def test_recovery_explorer_preempt_and_step():
+    app = RecoveryExplorer(preset=None)
+    app.num_steps.value = 4
+    app.step.click()
+    running = list(app.request.options)
+    assert running and app.state()["step"] == 5
+    victim = running[0]
+    blocks = app.engine.scheduler.kv_cache_manager.get_block_ids(victim)
+    app.request.value = victim
+    app.preempt.click()
+    assert f"Preempted {victim}" in app.state()["message"] and victim in app.state()["waiting"]
+    app.num_steps.value = 1
+    app.step.click()
+    (ev,) = [e for e in app.state()["events"] if e["request"] == victim]
+    assert ev["blocks_before"] == blocks and ev["resumed_at_step"] == ev["preempted_at_step"] == 5
+    assert ev["path"] == "A" and ev["blocks_from_cache"] == blocks[: ev["cached_tokens"] // 16]
+    assert ev["cached_tokens"] + ev["recomputed_tokens"] == ev["tokens_before"]
+    assert f"{victim} (step 5 -> 5): path A" in app.summary()
+    assert any(t.name == "recovered from the prefix cache (A)" for t in app.timeline.data)
+    assert app.blocks.data[1].name.startswith("blocks of")
+
+
+def test_recovery_explorer_extremes():
+    app = RecoveryExplorer(preset=None)
+    app.num_blocks.value = 1
+    assert "num_gpu_blocks must be >= 2" in app.state()["message"] and app.request.options == ()
+    app.preempt.click()  # nothing running: a message, not a traceback
+    assert "Nothing to preempt" in app.state()["message"]
+    app.num_blocks.value = 64
+    app.num_steps.value = 50
+    for _ in range(10):
+        app.step.click()
+    assert app.state()["running"] == [] and app.state()["waiting"] == []  # ran to the end, then stops
+
+
+def test_simulate_cuts_off_a_run_at_max_steps():
+    r = simulate(requests(SMALL), preset=None, max_steps=3, max_num_batched_tokens=64, max_num_seqs=8,
+                 max_model_len=512, num_gpu_blocks=64)  # fmt: skip
+    assert r.message == "Stopped after 3 steps with requests still unfinished." and len(r.trace.steps) == 3
+
+
+def test_without_the_simulator_the_fake_runner_keeps_time(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "minivllm.executor.sim_runner", None)  # as if it did not exist yet
+    r = simulate(requests(SMALL), max_num_batched_tokens=64, max_num_seqs=8, max_model_len=512, num_gpu_blocks=64)
+    assert r.ok and isinstance(r.engine.executor, TimedFakeRunner)
+    assert r.trace.steps[-1].end > 0 and all(s.duration > 0 for s in r.trace.steps)
