@@ -1,0 +1,298 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 11.1-11.2 · Prefill blocking and chunked prefill · 预填充阻塞与分块预填充
+#
+# - Four chat users are watching their answers stream in. Then someone pastes a long document.
+# - Without chunked prefill, every chat freezes while the document's prompt runs (§11.1).
+# - SARATHI's fix: cut the prompt into chunks and let the running decodes ride along with each chunk
+#   (§11.2).
+# - We measure the freeze on the real model (SmolLM2-135M on this CPU), then replay the same scene at GPU
+#   scale in the simulator, where the numbers are deterministic.
+
+# %%
+import torch
+
+from minivllm.demo import build_engine, run_scene
+from minivllm.model.loader import load_model
+
+# One thread: a step's time then stays proportional to its work even on a busy machine (several OpenMP
+# threads that share a loaded CPU wait on each other and make timings erratic).
+torch.set_num_threads(1)
+loaded = load_model("smollm2")  # loaded once, shared by every engine below
+tok = loaded.tokenizer
+
+LONG_TOKENS = 1536  # the pasted document (a RAG prompt), in tokens
+ARRIVE_AFTER = 4  # it lands after the chats have run this many steps
+CHAT_TOKENS = 20  # tokens each chat streams
+BUDGET = 128  # token budget per step with chunked prefill (max_num_batched_tokens)
+MAX_MODEL_LEN = 2048
+
+# %% [markdown]
+# ## 11.1 Prefill blocking · 预填充阻塞问题
+#
+# ### 11.1.1 The user complaint · 用户的抱怨
+#
+# - `run_scene` (from `minivllm.demo`): 4 chats start; after 4 steps a 1,536-token prompt lands; greedy.
+# - Run 1, **no chunking**: `enable_chunked_prefill=False` and a budget of `max_model_len` tokens, so a
+#   prompt runs whole, in one step (as in V0 without chunked prefill).
+# - Run 2, **chunked prefill**: a budget of 128 tokens per step; the prompt is cut into chunks. (A small
+#   budget because a CPU step is slow; §11.2.2 tries 64-1,024 at GPU scale.)
+# - Same model weights, same requests; only the scheduler settings differ.
+
+# %%
+runs = {}
+for label, chunked in (("no chunking", False), (f"chunked, budget {BUDGET}", True)):
+    engine = build_engine(loaded, chunked, BUDGET, MAX_MODEL_LEN)
+    result = run_scene(engine, tok, LONG_TOKENS, arrive_after=ARRIVE_AFTER, chat_tokens=CHAT_TOKENS)
+    runs[label] = (result, engine.trace)
+    del engine  # keep only the trace (the engine holds the KV cache tensor)
+(off, trace_off), (on, trace_on) = runs.values()
+for label, (r, trace) in runs.items():
+    print(f"{label:20} {r['steps']} steps, long prompt {r['long_tokens']} tokens, "
+          f"{sum(rec.num_output_tokens for rec in trace.requests.values())} output tokens")
+
+# %% [markdown]
+# - What the chat users feel (wall clock on this machine, so the numbers vary from run to run):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"{'':20} {'chat gap p50':>12} {'chat gap p99':>12} {'chat gap max':>12} {'long TTFT':>10}")
+for label, (r, _) in runs.items():
+    print(f"{label:20} {r['itl_p50'] * 1e3:>9.0f} ms {r['itl_p99'] * 1e3:>9.0f} ms "
+          f"{r['itl_max'] * 1e3:>9.0f} ms {r['ttft_long']:>8.2f} s")
+print(f"\nwithout chunking every chat froze for {off['itl_max']:.1f} s; with chunking the worst gap was "
+      f"{on['itl_max']:.2f} s ({off['itl_max'] / on['itl_max']:.1f}x shorter)")
+
+# %%
+print("worst chat gap without chunking is at least 3x the chunked one:", off["itl_max"] >= 3 * on["itl_max"])
+
+# %% [markdown]
+# - The complaint lives in the tail: without chunking, p99 and max are one step, the step that ran the
+#   whole prompt.
+# - With chunking the chats' gaps during the prefill are longer than a pure decode step (each step also
+#   carries a chunk), but no single gap holds the whole prompt.
+
+# %% [markdown]
+# ### 11.1.2 Why: one step holds the whole prompt · 原因：一步装下整个提示
+#
+# - An engine step is one forward pass over every scheduled token; each running chat gets its next token
+#   only when the step ends.
+# - Without chunking the long prompt's 1,531 tokens and the 4 chats' decode tokens share one step, so the
+#   chats wait for the whole prompt.
+# - With chunking the decodes go first and the prompt fills what is left of the budget: 124 tokens per
+#   step.
+
+# %%
+def step_rows(trace, first, last):
+    """Steps first..last-1: tokens in the step, prefill chunks (P) by request, number of decodes."""
+    for s in trace.steps[first:last]:
+        parts = [f"{req_id} P{n}" for req_id, n in s.prefill_tokens.items()]
+        parts += [f"{len(s.decode_tokens)} decodes"] if s.decode_tokens else []
+        print(f"  step {s.step:>2}: {s.num_scheduled_tokens:>4} tokens  [{', '.join(parts)}]")
+
+
+for label, (_, trace) in runs.items():
+    print(label)
+    step_rows(trace, ARRIVE_AFTER - 1, ARRIVE_AFTER + 3)
+long_chunks = [s.prefill_tokens["long"] for s in trace_on.steps if "long" in s.prefill_tokens]
+print(f"chunks of the long prompt with budget {BUDGET}: {long_chunks} ({len(long_chunks)} steps)")
+
+# %% [markdown]
+# - Step durations in the same window (wall clock): the step with 1,535 tokens is the freeze.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for label, (_, trace) in runs.items():
+    window = trace.steps[ARRIVE_AFTER - 1 : ARRIVE_AFTER + 3]
+    print(f"{label:20}", "  ".join(f"step {s.step}: {s.duration * 1e3:.0f} ms" for s in window))
+
+# %% [markdown]
+# ### 11.1.3 The latency Gantt · 延迟甘特图
+#
+# - One row per request, both runs on one time axis (ms): orange = prefill chunk, blue = decode step,
+#   purple = a decode step longer than 3x the run's median step (a stall).
+# - Left: the wide column in which all four chats stall together. Right: many narrow columns; the
+#   chats keep streaming while the prompt is prefilled.
+
+# %%
+from minivllm.viz.figures import gantt_compare
+
+real_traces = {label: trace for label, (_, trace) in runs.items()}
+fig = gantt_compare(real_traces, title="§11.1's scene on the real model (SmolLM2-135M, CPU)")
+fig
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from minivllm.viz.gantt import STALL_FACTOR, median_step
+
+for label, trace in real_traces.items():
+    med = median_step(trace)
+    stalled = [s.step for s in trace.steps if s.decode_tokens and s.duration > STALL_FACTOR * med]
+    widest = max(trace.steps, key=lambda s: s.duration)
+    print(f"{label:20} median step {med * 1e3:.0f} ms; widest step {widest.step} ({widest.num_scheduled_tokens} "
+          f"tokens, {widest.duration * 1e3:.0f} ms); decode steps drawn as stalls: {stalled}")
+
+# %% [markdown]
+# ## 11.2 SARATHI: chunked prefill with piggybacked decodes · SARATHI：分块预填充与捎带解码
+#
+# - SARATHI (Agrawal et al., 2023) builds **decode-maximal batches**: one prefill chunk plus as many
+#   decodes as fit (serving_facts.md §2.3).
+# - The chunk and the decodes share the linear layers' matrix multiplies: the weights read once for the
+#   chunk also serve the decodes, so the decodes' linear work is nearly free. Attention is not shared.
+# - Their measurement (LLaMA-13B on an A6000, 1,024-token sequences, §4.3.1 Table 2): decode time per token
+#   **12.49 ms** in a batch of 4 decodes, **1.2 ms** for 3 decodes piggybacked on a 1,021-token chunk; up to
+#   10x decode throughput overall.
+# - vLLM V1 does this with no special code: decodes are served first, a chunk takes what is left of the
+#   token budget (§11.3), and both run in the same forward pass.
+#
+# ### 11.2.1 Piggybacking in one step · 一步之内的捎带
+#
+# - At GPU scale we price steps with the simulator's cost model, preset `llama2_7b_a100` (Llama-2-7B on an
+#   A100; `minivllm.executor.cost_model`). Deterministic, so these numbers are checked.
+# - The step shapes are `(query tokens, tokens already in the KV cache)` per request.
+
+# %%
+from minivllm.executor.cost_model import CostModel
+
+a100 = CostModel.from_preset("llama2_7b_a100")
+decodes = [(1, 40)] * 4  # 4 chats, 40 tokens of context each
+chunk = [(BUDGET - 4, 0)]  # the first chunk of the long prompt
+shapes = {"4 decodes alone": decodes, f"{BUDGET - 4}-token chunk alone": chunk,
+          f"{BUDGET - 4}-token chunk + 4 decodes": chunk + decodes}
+ms = {name: 1e3 * a100.step_time(shape) for name, shape in shapes.items()}
+for name, t in ms.items():
+    print(f"{name:28} {t:6.2f} ms")
+alone = ms["4 decodes alone"] / 4
+riding = (ms[f"{BUDGET - 4}-token chunk + 4 decodes"] - ms[f"{BUDGET - 4}-token chunk alone"]) / 4
+print(f"one decode token: {alone:.2f} ms in its own step, {riding:.3f} ms extra when it rides on the chunk "
+      f"({alone / riding:.0f}x cheaper)")
+
+# %% [markdown]
+# - A decode step alone is almost all fixed cost: the per-step overhead and reading the 7B weights
+#   (`overhead_s`, and `per_token_s` x `ridge_tokens` below the ridge point).
+# - A chunk already pays that cost; 4 more tokens in the same matrix multiplies add only their own FLOPs
+#   and their attention.
+
+# %% [markdown]
+# ### 11.2.2 The same scene at GPU scale · GPU 规模下的同一场景
+#
+# - Same requests, same `run_scene`, but the engine's executor is `SimRunner` (virtual clock priced by the
+#   A100 preset). The Scheduler is the real one; only the forward pass is simulated.
+
+# %%
+from minivllm.config import EngineConfig
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.executor.sim_runner import SimRunner
+
+
+def sim_engine(budget):
+    """An engine on the simulator: chunked prefill with ``budget`` tokens per step, or off for None."""
+    chunked = budget is not None
+    config = EngineConfig.from_kwargs(max_num_seqs=16, max_model_len=MAX_MODEL_LEN, enable_chunked_prefill=chunked,
+                                      max_num_batched_tokens=budget if chunked else MAX_MODEL_LEN)
+    return LLMEngine(config, executor=SimRunner(a100, config=config))
+
+
+sim = {}
+for budget in (None, 64, 128, 256, 512, 1024):
+    engine = sim_engine(budget)
+    sim[budget] = (run_scene(engine, tok, LONG_TOKENS, arrive_after=ARRIVE_AFTER, chat_tokens=CHAT_TOKENS),
+                   engine.trace)
+print(f"{'budget':>12} {'steps':>6} {'chat gap p50':>13} {'chat gap max':>13} {'long TTFT':>10}")
+for budget, (r, _) in sim.items():
+    print(f"{budget or 'no chunking':>12} {r['steps']:>6} {r['itl_p50'] * 1e3:>10.2f} ms "
+          f"{r['itl_max'] * 1e3:>10.2f} ms {r['ttft_long'] * 1e3:>7.1f} ms")
+
+# %%
+fig = gantt_compare({"no chunking": sim[None][1], f"chunked, budget {BUDGET}": sim[BUDGET][1]},
+                    title="§11.1's scene at GPU scale (simulated Llama-2-7B on an A100)")
+fig
+
+# %%
+r_off, r_on = sim[None][0], sim[BUDGET][0]
+print(f"no chunking: the chats' worst gap is {r_off['itl_max'] * 1e3:.1f} ms = one step with the whole prompt")
+print(f"budget {BUDGET}: worst gap {r_on['itl_max'] * 1e3:.1f} ms, "
+      f"{r_off['itl_max'] / r_on['itl_max']:.1f}x shorter")
+
+# %% [markdown]
+# ### 11.2.3 The price · 代价
+#
+# - Chunking is not free for the long request: its time to first token grows as the budget shrinks.
+#   - every chunk pays the per-step overhead again;
+#   - every chunk re-reads the KV cache of the chunks before it (attention over the earlier chunks).
+# - The budget trades the chats' worst gap (small budget is better) against the long prompt's TTFT
+#   (large budget is better). §11.7 sweeps it.
+
+# %%
+base = sim[None][0]["ttft_long"]
+for budget, (r, _) in sim.items():
+    if budget:
+        print(f"budget {budget:>4}: long TTFT {r['ttft_long'] * 1e3:6.1f} ms ({r['ttft_long'] / base:.2f}x the "
+              f"unchunked {base * 1e3:.1f} ms), chat worst gap {r['itl_max'] * 1e3:5.1f} ms")
+
+# %% [markdown]
+# - The same comparison for the real CPU run of §11.1.1 (wall clock):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"real model, long TTFT: {off['ttft_long']:.2f} s without chunking, {on['ttft_long']:.2f} s with budget "
+      f"{BUDGET} ({on['ttft_long'] / off['ttft_long']:.2f}x)")
+
+# %% [markdown]
+# ## Summary
+#
+# - **Prefill blocking:** a step runs every scheduled token at once, so a long prompt in one step freezes
+#   every decoding request for the whole prefill. It shows in the tail (p99, max gap), not the median.
+# - **Chunked prefill:** a token budget per step cuts the prompt into chunks; decodes are served first,
+#   the chunk takes the rest of the budget.
+# - **Piggybacking (SARATHI):** decodes that ride on a chunk share its matrix multiplies and cost almost
+#   nothing extra on a GPU.
+# - **The price:** the long prompt's TTFT grows as the budget shrinks; the budget is the knob between the
+#   chats' inter-token latency and the newcomer's TTFT.
+# - Code: `minivllm.demo` (the scene), `minivllm.viz.figures.gantt_compare`, `minivllm.executor.sim_runner`
+#   and `minivllm.executor.cost_model`.
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. `num_decoding` chats are decoding when a `prompt_len`-token prompt arrives (chunked prefill, token
+#    budget `budget`). Write `prefill_steps(prompt_len, budget, num_decoding)`: in how many steps does the
+#    prompt get tokens?
+# 2. A service promises a worst inter-token gap of `slo_ms` for the chats. Write
+#    `largest_budget_within(slo_ms, budgets)`: the largest budget in `budgets` whose worst chat gap in §11.1's
+#    scene at GPU scale is at most `slo_ms` (None if none is). `gpu_scene(budget)` from
+#    `minivllm.exercises.ch11_1` runs the scene in the simulator and returns the finished engine.
+#
+# The check functions compare your answer with what the engine itself does. Solutions are in
+# `11_1_prefill_blocking_solutions.ipynb`.
+
+# %%
+from minivllm.exercises.ch11_1 import check_exercise_1, check_exercise_2, gpu_scene  # noqa: F401
+
+
+def prefill_steps(prompt_len, budget, num_decoding):
+    ...  # your code here
+
+
+check_exercise_1(prefill_steps)
+
+
+# %%
+def largest_budget_within(slo_ms, budgets):
+    ...  # your code here
+
+
+check_exercise_2(largest_budget_within)

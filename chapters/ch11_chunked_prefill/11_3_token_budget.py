@@ -1,0 +1,392 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 11.3-11.4 · The token budget and one scheduling path · 令牌预算与统一调度路径
+#
+# - §11.3: each step has a **token budget** (`max_num_batched_tokens`); we replay a small run step by step
+#   and see how decodes and prefill chunks share it.
+# - §11.4: vLLM V1 has **one** scheduling path. There is no prefill method, no decode method, no phase
+#   field: a request is tokens plus one integer, and chunking off is the same `schedule()`.
+# - The small runs use the real Scheduler on the simulator (virtual clock, deterministic); §11.4.4 runs the
+#   real model.
+
+# %%
+from minivllm.config import EngineConfig
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.executor.cost_model import CostModel
+from minivllm.executor.sim_runner import SimRunner
+from minivllm.sampling_params import SamplingParams
+
+A100 = CostModel.from_preset("llama2_7b_a100")  # step times of Llama-2-7B on an A100 (the simulator's clock)
+PROMPTS = {"chat0": 12, "chat1": 12, "chat2": 12, "doc0": 200, "doc1": 90}  # prompt lengths in tokens
+OUTPUTS = {"chat0": 10, "chat1": 10, "chat2": 10, "doc0": 4, "doc1": 4}  # output tokens
+ARRIVAL_STEP = {"doc0": 2, "doc1": 2}  # the documents land at step 2, the chats at step 0
+
+
+def run_small(budget=64, chunked=True, max_model_len=256):
+    """The small scene on the real Scheduler (simulated forward pass). Returns the finished engine and,
+    per step, each request's (num_computed_tokens, num_tokens) read after the step."""
+    config = EngineConfig.from_kwargs(max_num_batched_tokens=budget, enable_chunked_prefill=chunked, max_num_seqs=8,
+                                      max_model_len=max_model_len, num_gpu_blocks=128)
+    engine = LLMEngine(config, executor=SimRunner(A100, config=config))
+    requests, progress, step = {}, [], 0
+    while step == 0 or engine.has_unfinished_requests():
+        for i, (req_id, n) in enumerate(PROMPTS.items()):
+            if ARRIVAL_STEP.get(req_id, 0) == step:
+                engine.add_request(req_id, [1000 * i + j for j in range(n)],
+                                   SamplingParams(max_tokens=OUTPUTS[req_id], ignore_eos=True))
+                requests[req_id] = engine.scheduler.requests[req_id]  # the live Request object
+        engine.step()
+        progress.append({r: (q.num_computed_tokens, q.num_tokens) for r, q in requests.items()})
+        step += 1
+    return engine, progress
+
+
+engine, progress = run_small(budget=64)
+trace = engine.trace
+print(f"{len(trace.steps)} steps, budget {trace.steps[0].token_budget} tokens per step")
+
+# %% [markdown]
+# ## 11.3 The token budget · 令牌预算
+#
+# - Every step the scheduler starts with `max_num_batched_tokens` tokens to hand out (here 64).
+# - **(A) RUNNING first**, in order: each request gets `min(tokens it still needs, budget left)`: 1 for a
+#   decode, a chunk for a prompt not finished yet.
+# - **(B) then WAITING**, in arrival order, while budget and seats (`max_num_seqs`) remain: same rule.
+# - So the decodes never wait for a prompt, and a prompt's chunk is whatever the decodes left.
+#   (`long_prefill_token_threshold` can cap one request's chunk further; off here.)
+#
+# ### 11.3.1 Step by step · 逐步回放
+#
+# - The player shows one step at a time: the whole run's chunk schedule on top (a red line marks the step),
+#   and below, the tokens each request got in that step.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from minivllm.viz.widgets import StepPlayer
+
+app = StepPlayer(trace)
+app.ui
+
+# %%
+for k in range(len(trace.steps)):
+    app.slider.value = k  # what dragging the slider does
+    print(app.summary())
+
+# %% [markdown]
+# **Try this:** press Play, or drag the slider to step 5: doc0's last chunk (17 tokens) and doc1's first
+# chunk share one step. Then display `StepPlayer(run_small(budget=32)[0].trace).ui`: how many steps does
+# doc0's prompt take now, and why 7 rather than 200 / 32?
+
+# %% [markdown]
+# - Steps 2-4: the three decodes take 3 tokens, doc0 takes the other 61; doc1 arrived too but waits.
+# - Step 5: doc0 needs only 17 more; doc1 is admitted and takes the 44 left over (and 46 in step 6).
+# - When a document finishes its prompt it samples a token and joins the decodes.
+
+# %% [markdown]
+# ### 11.3.2 The chunk schedule · 分块调度图
+#
+# - The same run as one picture: per step, decode tokens (blue) at the bottom, one orange block per prefill
+#   chunk, under the dashed budget line.
+
+# %%
+from minivllm.viz.figures import chunk_schedule, schedule_columns
+
+fig = chunk_schedule(trace)
+fig
+
+# %%
+cols = schedule_columns(trace)
+print("decode tokens per step:", cols.decode)
+print("prefill chunks (step, request, tokens):",
+      list(zip(cols.chunk_step, cols.chunk_request, cols.chunk_tokens)))
+used = [s.num_scheduled_tokens for s in trace.steps]
+print("tokens used per step:  ", used)
+print(f"full steps: {sum(u == 64 for u in used)} of {len(used)}; "
+      f"the budget is filled whenever a prompt is waiting or unfinished")
+
+# %% [markdown]
+# - What each step cost (simulated A100): a full 64-token step costs barely more than a 3-token decode step.
+#   Both are below the ridge point, where reading the weights dominates, so a small budget is nearly free
+#   for the decodes; §11.2 showed the cost once a step holds hundreds of tokens.
+
+# %%
+for s in trace.steps[:7]:
+    print(f"step {s.step}: {s.num_scheduled_tokens:>2} tokens, {s.duration * 1e3:5.2f} ms (simulated)")
+
+# %% [markdown]
+# ## 11.4 One scheduling path (V0 vs V1) · 统一的调度路径（V0 与 V1）
+#
+# - **V0** (`vllm/core/scheduler.py`) had two top-level policies, `_schedule_default` and
+#   `_schedule_chunked_prefill`, built from `_schedule_prefills`, `_schedule_running` and
+#   `_schedule_swapped`; sequence groups were asked `is_prefill()`.
+# - **V1** (`vllm/v1/core/sched/scheduler.py`; `minivllm/core/scheduler.py` here) has one `schedule()`: a
+#   running loop and a waiting loop, both asking one question: how many tokens may this request advance?
+#
+# ### 11.4.1 No prefill or decode branch · 没有预填充/解码分支
+#
+# - Read the source: no method is named after a phase, and the words "prefill" / "decode" occur once in
+#   `schedule()`, in the chunking-off rule (§11.4.2).
+
+# %%
+import inspect
+import re
+
+from minivllm.core.scheduler import Scheduler
+
+print("Scheduler methods named after prefill or decode:",
+      [name for name in vars(Scheduler) if re.search("prefill|decode", name)])
+src = inspect.getsource(Scheduler.schedule)
+print(f"schedule() is {len(src.splitlines())} lines; those that say prefill or decode:")
+for line in src.splitlines():
+    if re.search(r"prefill|\bdecode\b", line):
+        print("   ", line.strip())
+
+# %% [markdown]
+# - The whole of chunked prefill is one `min()` chain, used by both loops for every request:
+
+# %%
+print(inspect.getsource(Scheduler._num_new_tokens))
+
+# %% [markdown]
+# ### 11.4.2 Chunking off: the same schedule() · 关闭分块：还是同一个 schedule()
+#
+# - Turn chunking off (`enable_chunked_prefill=False`, budget = `max_model_len` = 256) and run the same scene.
+# - Record which functions of `scheduler.py` run in each configuration (`sys.setprofile`): the same list.
+
+# %%
+import sys
+
+SCHEDULER_FILE = inspect.getsourcefile(Scheduler)
+
+
+def scheduler_functions(run):
+    """Names of the functions in scheduler.py that ``run()`` calls."""
+    seen = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == SCHEDULER_FILE:
+            seen.add(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        result = run()
+    finally:
+        sys.setprofile(None)
+    return sorted(name for name in seen if not name.startswith("<")), result  # skip comprehensions
+
+
+calls_on, (engine_on, _) = scheduler_functions(lambda: run_small(budget=64))
+calls_off, (engine_off, _) = scheduler_functions(lambda: run_small(budget=256, chunked=False))
+print("chunking on: ", calls_on)
+print("chunking off:", calls_off)
+print("same functions:", calls_on == calls_off)
+
+# %% [markdown]
+# - Step tables of the two configurations (`P<n>`: prompt tokens, `D<n>`: a decode):
+
+# %%
+def step_table(trace):
+    ids = list(PROMPTS)
+    print(" | ".join(["step"] + [f"{r:>5}" for r in ids] + ["used/budget"]))
+    for s in trace.steps:
+        cells = [(f"P{s.prefill_tokens[r]}" if r in s.prefill_tokens else "")
+                 + (f"D{s.decode_tokens[r]}" if r in s.decode_tokens else "") for r in ids]
+        used = f"{s.num_scheduled_tokens}/{s.token_budget}"
+        print(" | ".join([f"{s.step:>4}"] + [f"{c:>5}" for c in cells] + [used]))
+
+
+print("chunked prefill, budget 64")
+step_table(engine_on.trace)
+print("\nchunking off, budget 256")
+step_table(engine_off.trace)
+
+# %% [markdown]
+# - Chunking off, step 2: doc0 (200 tokens) fits whole next to the 3 decodes; doc1 (90) would not fit in
+#   the 53 tokens left, so it **waits whole** and keeps its place; step 3 admits it.
+# - That is the only difference, one `if` in the waiting loop. With chunking on and the same budget of 256,
+#   doc1 takes the 53 tokens that are left as its first chunk:
+
+# %%
+step2 = run_small(budget=256)[0].trace.steps[2]
+print("chunking on, budget 256, step 2: prefill", step2.prefill_tokens, "+", len(step2.decode_tokens), "decodes")
+
+# %% [markdown]
+# ### 11.4.3 One integer per request · 每个请求一个整数
+#
+# - A `Request` holds its tokens and `num_computed_tokens`. No phase field, no chunk counter: "prefill" means
+#   the integer is far behind `num_tokens`, "decode" means it is one behind.
+
+# %%
+from minivllm.request import ConstantList, Request
+
+req = Request("r", list(range(100)), SamplingParams(max_tokens=5))
+print("fields:", sorted(vars(req)))
+print("fields about a phase or chunk:", [f for f in vars(req) if re.search("prefill|decode|phase|chunk", f)])
+
+# %% [markdown]
+# - `num_computed_tokens / num_tokens` of doc0 and chat0 after every step of the chunked run (`run_small`
+#   read them from the live requests):
+
+# %%
+for step, row in enumerate(progress):
+    doc = row.get("doc0", (0, 0))
+    print(f"after step {step}: doc0 {doc[0]:>3}/{doc[1]:<3}  chat0 {row['chat0'][0]:>2}/{row['chat0'][1]}")
+
+# %% [markdown]
+# - doc0 climbs by chunks (61, 61, 61, 17) and then by one per step, like chat0: the same integer, the
+#   same rule.
+#
+# **`ConstantList`**: a request exposes its tokens as read-only **live views**. Whoever holds the view sees
+# every token the request appends, but cannot change them.
+
+# %%
+req = Request("r", [1, 2, 3], SamplingParams(max_tokens=5))
+view = req.all_token_ids
+print(type(view).__name__, view, "output:", req.output_token_ids)
+req.append_output_token_ids(42)  # the only writer (the scheduler calls it with sampled tokens)
+print("after append through the request:", view, "output:", req.output_token_ids)
+for mutate in (lambda: view.append(7), lambda: view.__setitem__(0, 9), lambda: req.output_token_ids.clear()):
+    try:
+        mutate()
+    except TypeError as e:
+        print("mutation refused:", e)
+print("still", view, "| is a ConstantList:", isinstance(req.output_token_ids, ConstantList))
+
+# %% [markdown]
+# ### 11.4.4 WAITING_FOR_FSM: waiting for a grammar · 等待语法编译
+#
+# - A request with `guided_choice` (its output must be one of a few strings) needs a grammar, compiled on a
+#   background thread (`minivllm.structured_output.GrammarCompiler`).
+# - Until it is ready the request sits in `WAITING_FOR_FSM`; the waiting loop **passes over it and keeps its
+#   place**, and the requests behind it run.
+# - Real model (SmolLM2-135M, greedy). To make the printout repeatable we hold the compiler back until
+#   step 3 with a gate; a free-running compile is timed below.
+
+# %%
+import threading
+import time
+
+import torch
+
+from minivllm.demo import build_engine, chat_ids
+from minivllm.model.loader import load_model
+from minivllm.structured_output import GrammarCompiler
+from minivllm.structured_output.choice import build_vocabulary
+
+torch.set_num_threads(1)  # steady timings on a shared machine (see 11_1)
+loaded = load_model("smollm2")
+tok = loaded.tokenizer
+CHOICES = ["yes", "no"]
+
+gate = threading.Event()
+
+
+def gated_vocabulary(tokenizer):
+    gate.wait()  # compiling starts only when the gate opens
+    return build_vocabulary(tokenizer)
+
+
+engine = build_engine(loaded, True, 128, 512)
+compiler = GrammarCompiler(tok, loaded.eos_token_id, vocab_builder=gated_vocabulary)
+grammar = compiler.submit(CHOICES)  # returns at once; the work runs on the compiler's thread
+engine.add_request("guided", chat_ids(tok, "Is Paris the capital of France? Answer yes or no."),
+                   SamplingParams(max_tokens=4, temperature=0.0, guided_choice=CHOICES), grammar=grammar)
+for i, question in enumerate(["Name a colour.", "Say hello."]):
+    engine.add_request(f"chat{i}", chat_ids(tok, question), SamplingParams(max_tokens=6, temperature=0.0,
+                                                                          ignore_eos=True))
+reqs = dict(engine.scheduler.requests)  # keep the Request objects: finished ones leave the scheduler
+print("queue before step 0:", [r.request_id for r in engine.scheduler.waiting])
+step = 0
+while engine.has_unfinished_requests():
+    if step == 3:
+        gate.set()
+        while not (grammar.is_ready() or grammar.error):  # wait for the background compile
+            time.sleep(0.01)
+    engine.step()
+    print(f"after step {step}: " + "  ".join(f"{r}={q.status.name}" for r, q in reqs.items()))
+    step += 1
+out = engine.outputs["guided"]
+print("guided answer is one of", CHOICES, ":", out.text in CHOICES, "| finish reason:", out.finish_reason)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print("guided answer:", repr(out.text), "| chats:", [engine.outputs[f"chat{i}"].text for i in range(2)])
+
+# %% [markdown]
+# - Steps 0-2: the guided request is at the head of the queue but not ready; the chats behind it are
+#   admitted and decode.
+# - Step 3: the grammar is ready, so the waiting loop admits the request (WAITING_FOR_FSM → WAITING →
+#   RUNNING in one pass); it prefills and samples only tokens its grammar allows.
+# - Without a gate the compile takes as long as it takes (it decodes every token of the vocabulary once);
+#   wall clock on this machine:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+engine = build_engine(loaded, True, 128, 512)
+start = time.perf_counter()
+engine.add_request("guided", chat_ids(tok, "Is Paris the capital of France? Answer yes or no."),
+                   SamplingParams(max_tokens=4, temperature=0.0, guided_choice=CHOICES))  # compiled in background
+engine.add_request("chat0", chat_ids(tok, "Name a colour."), SamplingParams(max_tokens=6, temperature=0.0,
+                                                                             ignore_eos=True))
+guided, steps_waiting = engine.scheduler.requests["guided"], 0
+while guided.status.name == "WAITING_FOR_FSM":
+    engine.step()
+    steps_waiting += 1
+print(f"the grammar was ready after {time.perf_counter() - start:.2f} s; the guided request waited "
+      f"{steps_waiting} steps while chat0 ran")
+
+# %% [markdown]
+# ## Summary
+#
+# - **Token budget:** each step hands out `max_num_batched_tokens` tokens: RUNNING requests first (decodes
+#   take 1, unfinished prompts a chunk), then WAITING ones; a chunk is what the budget has left.
+# - **One path:** V1's `schedule()` has no prefill or decode branch; `_num_new_tokens` is all of chunked
+#   prefill, and chunking off is one `if` in the waiting loop, not another scheduler.
+# - **One integer:** a request's progress is `num_computed_tokens`; its tokens are exposed as read-only live
+#   views (`ConstantList`).
+# - **WAITING_FOR_FSM:** a guided request whose grammar is still compiling is passed over without losing
+#   its place; the others keep running.
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Prompts of lengths `prompt_lens` all arrive at once (one output token each, chunked prefill, budget
+#    `budget`). Write `budget_schedule(prompt_lens, budget)`: a list with one dict per step,
+#    `{request index: tokens scheduled}`.
+# 2. Write `computed_after_each_step(trace, req_id)`: from an `EngineTrace` alone, the request's
+#    `num_computed_tokens` after every step (0 before it arrives). The check also uses a run with too little
+#    KV cache: a preempted request starts again from 0 (`StepRecord.preempted`).
+#
+# The check functions compare your answer with what the engine itself does. Solutions are in
+# `11_3_token_budget_solutions.ipynb`.
+
+# %%
+from minivllm.exercises.ch11_3 import check_exercise_1, check_exercise_2
+
+
+def budget_schedule(prompt_lens, budget):
+    ...  # your code here
+
+
+check_exercise_1(budget_schedule)
+
+
+# %%
+def computed_after_each_step(trace, req_id):
+    ...  # your code here
+
+
+check_exercise_2(computed_after_each_step)
