@@ -36,6 +36,9 @@ ENGINE_FLAGS = {  # config field -> argparse type (None: --x / --no-x)
     "block_size": int,
     "num_gpu_blocks": int,
     "policy": str,
+    "num_speculative_tokens": int,  # n-gram speculative decoding (vLLM's speculative_config)
+    "prompt_lookup_max": int,
+    "prompt_lookup_min": int,
 }
 RUN_FLAGS = {"request_rate": float, "burstiness": float, "num_prompts": int, "seed": int, "cost_model": str}
 COLUMNS = (  # (metric key, header, scale)
@@ -144,7 +147,12 @@ def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[str, 
     kwargs.setdefault("max_model_len", min(max_len, DEFAULT_MAX_MODEL_LEN))
     config = EngineConfig.from_kwargs(**kwargs)
     if args.mode == "sim":
-        executor = SimRunner(cost_model, vocab_size=vocab, config=config)
+        executor = SimRunner(
+            cost_model,
+            vocab_size=vocab,
+            config=config,
+            num_spec_tokens=config.speculative_config.num_speculative_tokens,
+        )
     else:
         executor = ModelRunner(config, loaded)
     engine = LLMEngine(config, executor=executor)
@@ -199,6 +207,10 @@ def write_outputs(args: argparse.Namespace, results: list[dict], argv: list[str]
 
 def main(argv: list[str] | None = None) -> list[dict]:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # python -m minivllm bench serve --base-url URL: the load client
+        from minivllm.entrypoints.bench_serve import main as serve_main
+
+        return serve_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     points = parse_sweeps(parser, args.sweep) or [{}]
