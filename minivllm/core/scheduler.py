@@ -255,53 +255,39 @@ class Scheduler:
             for req_id, n in num_scheduled_tokens.items()
             if (r := self.requests[req_id]).grammar is not None and r.num_computed_tokens + n >= r.num_tokens
         }
+
+        def blocks(r: Request) -> list[int]:
+            return req_to_new_block_ids[r.request_id]
+
+        def cached(r: Request, resumed: bool) -> CachedRequestData:
+            n = num_scheduled_tokens[r.request_id] - len(scheduled_spec_decode_tokens.get(r.request_id, ()))
+            c = r.num_computed_tokens
+            return CachedRequestData(r.request_id, resumed, list(r.all_token_ids[c : c + n]), blocks(r), c)
+
+        kv, running = self.kv_cache_manager, self.running
         output = SchedulerOutput(
             scheduled_new_reqs=[
-                NewRequestData(
-                    r.request_id,
-                    list(r.prompt_token_ids),
-                    r.sampling_params,
-                    req_to_new_block_ids[r.request_id],
-                    r.num_computed_tokens,
-                )
+                NewRequestData(r.request_id, list(r.prompt_token_ids), r.sampling_params, blocks(r),
+                               r.num_computed_tokens)
                 for r in scheduled_new
             ],
-            scheduled_cached_reqs=[
-                self._make_cached_request_data(
-                    r,
-                    num_scheduled_tokens,
-                    scheduled_spec_decode_tokens,
-                    req_to_new_block_ids,
-                    resumed=r in scheduled_resumed,
-                )
-                for r in scheduled_resumed + scheduled_running
-            ],
+            scheduled_cached_reqs=[cached(r, True) for r in scheduled_resumed]
+            + [cached(r, False) for r in scheduled_running],
             num_scheduled_tokens=num_scheduled_tokens,
             total_num_scheduled_tokens=total,
             scheduled_spec_decode_tokens=scheduled_spec_decode_tokens,
-            num_common_prefix_blocks=(
-                self.kv_cache_manager.get_num_common_prefix_blocks(self.running[0], len(self.running))
-                if self.running
-                else 0
-            ),
+            num_common_prefix_blocks=kv.get_num_common_prefix_blocks(running[0], len(running)) if running else 0,
             finished_req_ids=self.finished_req_ids,
             preempted_req_ids=self.preempted_since_last_step,
             token_budget=self.max_num_scheduled_tokens,
             grammar_allowed_token_ids=grammar_allowed,
-        )
+        )  # fmt: skip
         # (E) Advance: the tokens handed out now count as computed.
         for req_id, n in num_scheduled_tokens.items():
             self.requests[req_id].num_computed_tokens += n
         self.finished_req_ids = set()
         self.preempted_since_last_step = set()
         return output
-
-    def _make_cached_request_data(self, request, num_scheduled_tokens, spec_tokens, new_block_ids, resumed):
-        n = num_scheduled_tokens[request.request_id] - len(spec_tokens.get(request.request_id, ()))
-        c = request.num_computed_tokens
-        return CachedRequestData(
-            request.request_id, resumed, list(request.all_token_ids[c : c + n]), new_block_ids[request.request_id], c
-        )
 
     # ------------------------------------------------------------------ update
     def update_from_output(
