@@ -37,7 +37,12 @@ def build(py: Path) -> float:
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
-    nbformat.write(nb, py.with_suffix(".ipynb"))
+    target = py.with_suffix(".ipynb")
+    if target.exists():  # keep the previous cell ids, so a rebuild only changes what really changed
+        old = nbformat.read(target, as_version=4)
+        for cell, old_cell in zip(nb.cells, old.cells):
+            cell.id = old_cell.get("id", cell.id)
+    nbformat.write(nb, target)
     jupytext.write(nb, py, fmt="py:percent")  # keep the pair byte-identical to what jupytext writes
     return time.perf_counter() - start
 
