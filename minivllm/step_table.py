@@ -32,7 +32,7 @@ class StepRow:
 
 def describe_step(out: SchedulerOutput, prompt_lens: dict[str, int]) -> dict[str, str]:
     """``P``/``D`` cells from one SchedulerOutput: tokens before the prompt end are prefill."""
-    computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs + out.scheduled_cached_reqs}
+    computed = out.num_computed_tokens
     cells = {}
     for req_id, n in out.num_scheduled_tokens.items():
         prefill = max(0, min(n, prompt_lens[req_id] - computed[req_id]))

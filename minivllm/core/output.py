@@ -56,6 +56,11 @@ class SchedulerOutput:
         """Scheduled request ids in batch order (new, then resumed/running)."""
         return [r.req_id for r in self.scheduled_new_reqs] + [r.req_id for r in self.scheduled_cached_reqs]
 
+    @property
+    def num_computed_tokens(self) -> dict[str, int]:
+        """Per scheduled request, its num_computed_tokens before this step (where its chunk starts)."""
+        return {r.req_id: r.num_computed_tokens for r in self.scheduled_new_reqs + self.scheduled_cached_reqs}
+
 
 @dataclass
 class ModelRunnerOutput:

@@ -100,7 +100,7 @@ class EngineTrace:
     ) -> StepRecord:
         """Fold one step into the trace. ``num_tokens_before[r]`` is the request's token count when it
         was scheduled; ``new_tokens[r]`` how many tokens it got; ``finished[r]`` its finish reason."""
-        computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs + out.scheduled_cached_reqs}
+        computed = out.num_computed_tokens
         prefill, decode, spec, hits = {}, {}, {}, {}
         for req_id, n in out.num_scheduled_tokens.items():
             k = len(out.scheduled_spec_decode_tokens.get(req_id, ()))

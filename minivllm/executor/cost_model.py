@@ -35,7 +35,7 @@ StepShape = list[tuple[int, int]]  # (query_len, context_len) per scheduled requ
 
 def step_shape(out: SchedulerOutput) -> StepShape:
     """The shape of one step straight from the scheduler's decisions."""
-    computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs + out.scheduled_cached_reqs}
+    computed = out.num_computed_tokens
     return [(n, computed[r]) for r, n in out.num_scheduled_tokens.items()]
 
 

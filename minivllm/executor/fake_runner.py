@@ -46,10 +46,7 @@ class FakeModelRunner:
         for new in scheduler_output.scheduled_new_reqs:
             self.tokens[new.req_id] = list(new.prompt_token_ids)
         req_ids = scheduler_output.req_ids
-        computed_before = {
-            r.req_id: r.num_computed_tokens
-            for r in scheduler_output.scheduled_new_reqs + scheduler_output.scheduled_cached_reqs
-        }
+        computed_before = scheduler_output.num_computed_tokens
         sampled: list[list[int]] = []
         spec: list[list[int]] = []
         for req_id in req_ids:

@@ -69,7 +69,7 @@ def scheduler_steps(budget: int, prompt_lens: list[int], max_tokens: int = 6) ->
     runner, steps = FakeModelRunner(), []
     while s.has_unfinished_requests():
         out = s.schedule()
-        before = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs + out.scheduled_cached_reqs}
+        before = out.num_computed_tokens
         q = [out.num_scheduled_tokens[r] for r in out.req_ids]
         steps.append((q, [before[r] + n for r, n in zip(out.req_ids, q)]))
         s.update_from_output(out, runner.execute_model(out))

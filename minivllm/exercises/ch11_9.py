@@ -59,7 +59,7 @@ def kv_tokens_read(prompt_len: int, chunk: int) -> int:
     runner, total = FakeModelRunner(), 0
     while s.has_unfinished_requests():
         out = s.schedule()
-        computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs + out.scheduled_cached_reqs}
+        computed = out.num_computed_tokens
         total += computed["doc"]
         s.update_from_output(out, runner.execute_model(out))
     return total

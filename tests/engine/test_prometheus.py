@@ -6,6 +6,7 @@ import math
 import re
 
 import pytest
+from test_metrics import hand_trace  # the same hand-built trace, numbers checked there
 
 from minivllm.engine.prometheus import (
     ITERATION_TOKENS_BUCKETS,
@@ -15,25 +16,7 @@ from minivllm.engine.prometheus import (
     escape_label,
     prometheus_text,
 )
-from minivllm.engine.trace import EngineTrace, RequestRecord, StepRecord
-
-
-def hand_trace() -> EngineTrace:
-    """The trace of test_metrics.py: A 4 tokens, B 2 (8 prefix-hit tokens), C 1, D aborted while waiting."""
-    t = EngineTrace()
-    t.requests = {
-        "A": RequestRecord("A", 0.0, 10, 0.5, [1.0, 1.2, 1.4, 2.8], 2.8, "length"),
-        "B": RequestRecord("B", 0.5, 20, 1.0, [2.0, 2.1], 2.1, "stop", num_cached_tokens=8),
-        "C": RequestRecord("C", 1.0, 5, 2.0, [3.0], 3.0, "length"),
-        "D": RequestRecord("D", 1.5, 8, None, [], 2.0, "abort"),
-    }
-    t.steps = [
-        StepRecord(0, 0.5, 1.0, 16, {"A": 10}, {}, {}, 1, 1, 0.25, [], ["A"], {"A": 0}),
-        StepRecord(1, 1.0, 2.0, 16, {"B": 12}, {"A": 1}, {}, 2, 2, 0.5, [], ["B"], {"B": 8}),
-        StepRecord(2, 2.0, 3.0, 0, {"C": 5}, {}, {"B": 2}, 0, 0, 0.125, ["A"], ["C"], {"C": 0}),
-    ]
-    return t
-
+from minivllm.engine.trace import EngineTrace
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{((?:[a-zA-Z_]\w*="(?:[^"\\]|\\.)*",?)*)\} (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"')
