@@ -194,8 +194,7 @@ class LLMEngine:
             if o.finished:
                 ro.finished, ro.finish_reason, ro.stop_reason = True, o.finish_reason, o.stop_reason
                 finished[o.request_id] = o.finish_reason
-                if self.tokenizer is not None:
-                    ro.text = self.tokenizer.decode(ro.token_ids, skip_special_tokens=True)
+                self.detokenize(ro)
             changed.append(ro)
         accepted = {
             r: len(result.sampled_token_ids[result.req_id_to_index[r]]) - 1
@@ -216,6 +215,7 @@ class LLMEngine:
         return changed
 
     def detokenize(self, output: RequestOutput) -> str:
+        """Set and return ``output.text`` (empty without a tokenizer); done for every finished request."""
         if self.tokenizer is None:
             return ""
         output.text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
