@@ -116,7 +116,13 @@ class ModelConfig:
     dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
     device: str = "auto"  # auto: cuda if available, else cpu
     attention_backend: str = "auto"  # auto | torch | triton | flash_attn
+    cpu_gemm: str = "auto"  # auto | onednn | torch: how linear layers run on a CPU (model/cpu_gemm.py)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        allowed = ("auto", "onednn", "torch")
+        if self.cpu_gemm not in allowed:
+            raise ValueError(f"cpu_gemm must be one of {allowed}, got {self.cpu_gemm!r}")
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Plain-torch paged attention: the CPU default and the oracle for the other backends (ch.4 §4).
 
-A per-request loop of ``scaled_dot_product_attention`` calls, as vLLM's CPU backend does for prefill
+``scaled_dot_product_attention`` calls, as vLLM's CPU backend does for prefill
 (``vllm/v1/attention/backends/cpu_attn.py``), fed by a host-side plan built once per step and reused
 by every layer. Each request is one of three kinds (derived, never stored by the scheduler):
 
-* ``decode``: one query row at the last position, sees every cached key: no mask;
+* ``decode``: one query row at the last position, sees every cached key. All decodes of a step go
+  into one batched call: their keys are gathered into a ``[B, max L]`` block padded with slot 0 and
+  a key-padding mask hides the padding (one call per layer instead of one per request);
 * ``causal``: a fresh prefill (``q == L``): square causal, SDPA's ``is_causal`` fast path;
 * ``chunk``: ``q`` rows after ``L - q`` cached tokens: an explicit bottom-right bool mask
   (SDPA's ``is_causal`` is top-left aligned and would be wrong here).
@@ -35,8 +37,19 @@ class RequestPlan:
 
 
 @dataclass
+class DecodePlan:
+    """Every one-token request of the step, attended in one padded batch."""
+
+    rows: torch.Tensor  # int64 [B]: the query row of each decode in the flat batch
+    slots: torch.Tensor  # int64 [B * max L]: visible slots, each request padded with slot 0
+    mask: torch.Tensor  # bool [B, 1, 1, max L]: True where the key is visible
+    max_len: int
+
+
+@dataclass
 class TorchPlan:
-    requests: list[RequestPlan]
+    requests: list[RequestPlan]  # every request, in batch order
+    decode: DecodePlan | None  # the "decode" requests again, batched: forward attends them here
 
 
 def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
@@ -57,18 +70,29 @@ def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
     qsl = meta.query_start_loc_cpu
     device = meta.block_table.device
     requests = []
+    decodes: list[int] = []
     for r, seq_len in enumerate(meta.seq_lens_cpu):
         q_len = qsl[r + 1] - qsl[r]
         mask = None
         if q_len == 1:
             kind = "decode"
+            decodes.append(r)
         elif q_len == seq_len:
             kind = "causal"
         else:
             kind = "chunk"
             mask = torch.ones(q_len, seq_len, dtype=torch.bool, device=device).tril(seq_len - q_len)
         requests.append(RequestPlan(qsl[r], qsl[r + 1], kind, slots[r], mask))
-    return TorchPlan(requests)
+    return TorchPlan(requests, _decode_plan(meta, decodes, slots) if decodes else None)
+
+
+def _decode_plan(meta: AttentionMetadata, decodes: list[int], slots: tuple[torch.Tensor, ...]) -> DecodePlan:
+    device = meta.block_table.device
+    lens = [meta.seq_lens_cpu[r] for r in decodes]
+    padded = torch.nn.utils.rnn.pad_sequence([slots[r] for r in decodes], batch_first=True)  # pads with 0
+    mask = torch.arange(max(lens), device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
+    rows = torch.tensor([meta.query_start_loc_cpu[r] for r in decodes], dtype=torch.int64, device=device)
+    return DecodePlan(rows, padded.flatten(), mask[:, None, None, :], max(lens))
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -95,8 +119,21 @@ class TorchAttentionBackend(AttentionBackend):
         k_flat = kv_cache[0].reshape(num_blocks * block_size, num_kv_heads, head_dim)
         v_flat = kv_cache[1].reshape(num_blocks * block_size, num_kv_heads, head_dim)
         gqa = q.shape[1] != num_kv_heads
-        out = torch.zeros_like(q)  # padding rows stay 0
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
+        out[meta.num_actual_tokens :] = 0  # padding rows
+        if meta.plan.decode is not None:
+            dp = meta.plan.decode
+            b = dp.rows.shape[0]
+            key = k_flat.index_select(0, dp.slots).view(b, dp.max_len, num_kv_heads, head_dim).transpose(1, 2)
+            value = v_flat.index_select(0, dp.slots).view(b, dp.max_len, num_kv_heads, head_dim).transpose(1, 2)
+            query = q.index_select(0, dp.rows).unsqueeze(2)  # [B, Hq, 1, D]
+            o = F.scaled_dot_product_attention(
+                query, key.to(q.dtype), value.to(q.dtype), attn_mask=dp.mask, scale=scale, enable_gqa=gqa
+            )
+            out.index_copy_(0, dp.rows, o.squeeze(2))
         for rp in meta.plan.requests:
+            if rp.kind == "decode":
+                continue  # done above, in the batched call
             query = q[rp.start : rp.end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]
             if rp.kind == "causal" and kv_cache.dtype == k.dtype:
                 # A fresh prefill sees only this step's keys: the rows just written, no gather needed.

@@ -18,6 +18,8 @@ from minivllm.attention.backend import get_attn_backend
 from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
 from minivllm.config import EngineConfig
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.executor.cpu_malloc import keep_freed_memory
+from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
 from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
 from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
@@ -64,6 +66,10 @@ class ModelRunner:
         self.loaded = loaded or load_model(mc.model, self.dtype, self.device)
         self.model = self.loaded.model
         self.arch = self.loaded.arch
+        self.cpu_gemm = resolve_cpu_gemm(mc.cpu_gemm, self.device, self.dtype)
+        set_cpu_gemm(self.model, self.cpu_gemm)
+        if self.device.type == "cpu":
+            keep_freed_memory()
         self.block_size = config.cache_config.block_size
         self.attn_backend = get_attn_backend(
             mc.attention_backend, self.device, self.dtype, self.block_size, self.arch.head_dim

@@ -76,9 +76,10 @@ class LlamaAttention(nn.Module):
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor, meta: Any, backend: Any) -> Tensor:
         t = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = apply_rope(q.view(t, self.num_heads, self.head_dim), cos, sin)
-        k = apply_rope(k.view(t, self.num_kv_heads, self.head_dim), cos, sin)
+        qk, v = self.qkv_proj(x).split([self.q_size + self.kv_size, self.kv_size], dim=-1)
+        # q and k heads side by side: one RoPE pass over all of them (the same arithmetic per element).
+        qk = apply_rope(qk.view(t, self.num_heads + self.num_kv_heads, self.head_dim), cos, sin)
+        q, k = qk.split([self.num_heads, self.num_kv_heads], dim=1)
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
         out = backend.forward(q, k, v, kv_cache, meta, self.scale)
         return self.o_proj(out.reshape(t, self.q_size))

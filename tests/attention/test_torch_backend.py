@@ -52,6 +52,8 @@ def test_plan_kinds_and_slots_never_cover_padded_entries(case_factory):
     assert [rp.slots.numel() for rp in plan.requests] == [21, 7, 13]
     assert plan.requests[0].mask is None and plan.requests[1].mask is None
     assert plan.requests[2].mask.shape == (4, 13)
+    # The decodes are attended together, padded to the longest one; here there is one.
+    assert plan.decode.rows.tolist() == [0] and plan.decode.max_len == 21 and plan.decode.mask.all()
     # The plan is built once per step and reused by every layer.
     case.run(BACKEND)
     assert case.meta.plan is plan

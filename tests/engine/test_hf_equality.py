@@ -74,6 +74,8 @@ SCENARIOS = {
     ),
     "block_size_1": dict(max_num_batched_tokens=96, block_size=1, num_gpu_blocks=3000),
     "block_size_256": dict(max_num_batched_tokens=512, block_size=256, num_gpu_blocks=12),
+    # The default CPU GEMM is oneDNN with packed weights; PyTorch's own GEMM must agree as well.
+    "budget_64_torch_gemm": dict(max_num_batched_tokens=64, cpu_gemm="torch"),
 }
 
 

@@ -1,0 +1,99 @@
+"""CPU linear layers through oneDNN with each weight packed once (§11.9, where the CPU time goes).
+
+On a CPU almost all of a step's time is matrix multiplication (the profile in
+``python -m minivllm.benchmarks.throughput --profile``). PyTorch's default CPU GEMM re-reads the
+weight in its plain ``[out, in]`` layout on every call, which is slow for the small batches of a
+decode step (16 rows: a third of the machine's speed). oneDNN can reorder a weight once into the
+blocked layout its kernels want; every later call then streams it at close to full speed. vLLM's
+CPU path does the same at load time (``dispatch_cpu_unquantized_gemm`` in
+``vllm/model_executor/layers/utils.py``, releases after 0.8.5).
+
+The arithmetic is still fp32 (or bf16) multiply-add; only the summation order differs from
+PyTorch's default GEMM, by a few units in the last place, like any other GEMM library.
+
+``set_cpu_gemm(model, "onednn")`` swaps every ``nn.Linear`` for a :class:`PackedLinear` that shares
+its weight and bias (tied embeddings stay tied); ``set_cpu_gemm(model, "torch")`` swaps them back.
+The packed copy costs as much memory as the weights themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+
+import torch
+from torch import nn
+
+CPU_GEMMS = ("auto", "onednn", "torch")
+
+
+@functools.cache
+def onednn_supports(dtype: torch.dtype) -> bool:
+    """Whether this PyTorch build and CPU can run a packed oneDNN linear in ``dtype`` (tried once)."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        w = torch.ones(16, 16, dtype=dtype)
+        y = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 16, dtype=dtype), _pack(w), None, "none", [], "")
+    except (AttributeError, RuntimeError):
+        return False
+    return bool((y == 16).all())
+
+
+def _pack(weight: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+
+
+class PackedLinear(nn.Module):
+    """``y = x W^T + b`` with ``W`` reordered once for oneDNN; ``weight``/``bias`` are the original parameters."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight = linear.weight  # the same Parameter: loading, tying and .to() still see it
+        self.bias = linear.bias
+        self.register_buffer("packed_weight", _pack(linear.weight), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+
+    def unpacked(self) -> nn.Linear:
+        linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
+        linear.weight, linear.bias = self.weight, self.bias
+        return linear
+
+
+def resolve_cpu_gemm(cpu_gemm: str, device: torch.device, dtype: torch.dtype) -> str:
+    """``auto`` -> ``onednn`` on a CPU that supports it in ``dtype``, else ``torch``; CUDA is always ``torch``."""
+    if cpu_gemm not in CPU_GEMMS:
+        raise ValueError(f"cpu_gemm must be one of {CPU_GEMMS}, got {cpu_gemm!r}")
+    if device.type != "cpu":
+        return "torch"
+    if cpu_gemm == "onednn" and not onednn_supports(dtype):
+        raise ValueError(
+            f"cpu_gemm='onednn' needs an x86 CPU and a PyTorch build with oneDNN that supports {dtype}; "
+            "use cpu_gemm='torch' or 'auto'."
+        )
+    if cpu_gemm == "auto":
+        return "onednn" if onednn_supports(dtype) else "torch"
+    return cpu_gemm
+
+
+def set_cpu_gemm(model: nn.Module, gemm: str) -> int:
+    """Swap every linear layer of ``model`` to ``gemm`` ("onednn" or "torch"); return how many changed.
+
+    "onednn" also re-packs layers that are packed already, so weights loaded since are picked up.
+    """
+    changed = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if gemm == "onednn" and type(child) is nn.Linear:
+                setattr(parent, name, PackedLinear(child))
+            elif gemm == "onednn" and isinstance(child, PackedLinear):
+                child.packed_weight = _pack(child.weight)
+            elif gemm == "torch" and isinstance(child, PackedLinear):
+                setattr(parent, name, child.unpacked())
+            else:
+                continue
+            changed += 1
+    return changed

@@ -1,0 +1,77 @@
+"""Packed oneDNN linear layers (model/cpu_gemm.py): same numbers as nn.Linear, weights still shared."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from minivllm.config import EngineConfig, ModelConfig
+from minivllm.model.cpu_gemm import PackedLinear, onednn_supports, resolve_cpu_gemm, set_cpu_gemm
+
+needs_onednn = pytest.mark.skipif(not onednn_supports(torch.float32), reason="no oneDNN fp32 linear on this CPU")
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [1, 16, 300])
+@pytest.mark.parametrize("bias", [False, True])
+def test_packed_linear_matches_float64(rows, bias):
+    torch.manual_seed(rows)
+    linear = nn.Linear(576, 960, bias=bias)
+    x = torch.randn(rows, 576)
+    exact = nn.functional.linear(x.double(), linear.weight.double(), None if not bias else linear.bias.double())
+    with torch.inference_mode():
+        packed = PackedLinear(linear)(x)
+        plain = linear(x)
+    assert packed.shape == plain.shape == (rows, 960) and packed.dtype == torch.float32
+    # fp32 arithmetic, another summation order: both within a few ulps of the exact result.
+    assert (packed.double() - exact).abs().max() < 1e-4
+    assert (plain.double() - exact).abs().max() < 1e-4
+
+
+class TiedToy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.proj = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 50, bias=False)
+        self.head.weight = self.embed.weight
+
+
+@needs_onednn
+def test_set_cpu_gemm_round_trip_keeps_parameters_and_ties():
+    model = TiedToy()
+    params = {name: p for name, p in model.named_parameters()}
+    assert set_cpu_gemm(model, "onednn") == 2
+    assert isinstance(model.proj, PackedLinear) and model.head.weight is model.embed.weight
+    assert {name: p for name, p in model.named_parameters()} == params  # same objects, same names
+    assert "proj.packed_weight" not in model.state_dict()  # the packed copy is never saved
+    x = torch.randn(3, 8)
+    with torch.inference_mode():
+        packed_out = model.proj(x)
+    # New weights loaded in place: packing again picks them up.
+    with torch.no_grad():
+        model.proj.weight.mul_(2)
+    assert set_cpu_gemm(model, "onednn") == 2
+    with torch.inference_mode():
+        assert torch.allclose(model.proj(x) - model.proj.bias, 2 * (packed_out - model.proj.bias), atol=1e-5)
+    assert set_cpu_gemm(model, "torch") == 2
+    assert type(model.proj) is nn.Linear and model.head.weight is model.embed.weight
+    assert {name: p for name, p in model.named_parameters()} == params
+    assert set_cpu_gemm(model, "torch") == 0
+
+
+def test_resolve_cpu_gemm():
+    assert resolve_cpu_gemm("auto", torch.device("cuda"), torch.bfloat16) == "torch"
+    assert resolve_cpu_gemm("torch", torch.device("cpu"), torch.float32) == "torch"
+    expected = "onednn" if onednn_supports(torch.float32) else "torch"
+    assert resolve_cpu_gemm("auto", torch.device("cpu"), torch.float32) == expected
+    with pytest.raises(ValueError, match="cpu_gemm must be one of"):
+        resolve_cpu_gemm("mkl", torch.device("cpu"), torch.float32)
+
+
+def test_bad_cpu_gemm_is_rejected_at_the_config():
+    with pytest.raises(ValueError, match=r"cpu_gemm must be one of \('auto', 'onednn', 'torch'\), got 'fast'"):
+        ModelConfig(cpu_gemm="fast")
+    with pytest.raises(ValueError, match="cpu_gemm"):
+        EngineConfig.from_kwargs(cpu_gemm=3)
