@@ -5,8 +5,8 @@
 by every layer. Each request is one of three kinds (derived, never stored by the scheduler):
 
 * ``decode``: one query row at the last position, sees every cached key. All decodes of a step go
-  into one batched call: their keys are gathered into a ``[B, max L]`` block padded with slot 0 and
-  a key-padding mask hides the padding (one call per layer instead of one per request);
+  into one batched call (:func:`_decode_attention`): their keys are gathered into a ``[B, max L]``
+  block padded with slot 0 and a key-padding mask hides the padding;
 * ``causal``: a fresh prefill (``q == L``): square causal, SDPA's ``is_causal`` fast path;
 * ``chunk``: ``q`` rows after ``L - q`` cached tokens: an explicit bottom-right bool mask
   (SDPA's ``is_causal`` is top-left aligned and would be wrong here).
@@ -122,15 +122,7 @@ class TorchAttentionBackend(AttentionBackend):
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
         out[meta.num_actual_tokens :] = 0  # padding rows
         if meta.plan.decode is not None:
-            dp = meta.plan.decode
-            b = dp.rows.shape[0]
-            key = k_flat.index_select(0, dp.slots).view(b, dp.max_len, num_kv_heads, head_dim).transpose(1, 2)
-            value = v_flat.index_select(0, dp.slots).view(b, dp.max_len, num_kv_heads, head_dim).transpose(1, 2)
-            query = q.index_select(0, dp.rows).unsqueeze(2)  # [B, Hq, 1, D]
-            o = F.scaled_dot_product_attention(
-                query, key.to(q.dtype), value.to(q.dtype), attn_mask=dp.mask, scale=scale, enable_gqa=gqa
-            )
-            out.index_copy_(0, dp.rows, o.squeeze(2))
+            _decode_attention(q, kv_cache, meta.plan.decode, scale, out)
         for rp in meta.plan.requests:
             if rp.kind == "decode":
                 continue  # done above, in the batched call
@@ -147,3 +139,24 @@ class TorchAttentionBackend(AttentionBackend):
             )
             out[rp.start : rp.end] = o[0].transpose(0, 1)
         return out
+
+
+def _decode_attention(q: torch.Tensor, kv_cache: torch.Tensor, dp: DecodePlan, scale: float, out: torch.Tensor) -> None:
+    """All one-token requests in one SDPA call; writes their rows of ``out``.
+
+    Keys and values are gathered head by head into ``[Hkv, B, max L, D]`` (each head's ``[L, D]``
+    matrix contiguous, as SDPA likes it). The ``Hq / Hkv`` query heads that share a KV head become the
+    rows of one small query matrix (GQA packing, as in FlashAttention's decode path), so a decode is a
+    ``[group, L]`` attention per KV head and no key is repeated.
+    """
+    _, num_blocks, block_size, num_kv_heads, head_dim = kv_cache.shape
+    b, group = dp.rows.shape[0], q.shape[1] // num_kv_heads
+    flat = kv_cache.view(2, num_blocks * block_size, num_kv_heads, head_dim)
+    kv = torch.empty(2, num_kv_heads, b * dp.max_len, head_dim, dtype=kv_cache.dtype, device=kv_cache.device)
+    for i in range(2):
+        for h in range(num_kv_heads):
+            torch.index_select(flat[i, :, h], 0, dp.slots, out=kv[i, h])
+    kv = kv.view(2, num_kv_heads, b, dp.max_len, head_dim).transpose(1, 2).to(q.dtype)  # [2, B, Hkv, L, D]
+    query = q.index_select(0, dp.rows).view(b, num_kv_heads, group, head_dim)
+    o = F.scaled_dot_product_attention(query, kv[0], kv[1], attn_mask=dp.mask, scale=scale)
+    out.index_copy_(0, dp.rows, o.reshape(b, num_kv_heads * group, head_dim))

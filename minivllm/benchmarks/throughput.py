@@ -8,14 +8,24 @@ ignored) three ways and prints tokens per second and the ratios:
 - HF ``generate`` on static, left-padded batches of 8 (the classic way);
 - HF ``generate_batch`` (transformers' own continuous batching).
 
-Every output is compared token for token with minivllm's. A benchmark, not a
-test: the numbers depend on the machine and on what else runs on it.
+Each engine runs in a fresh Python process (``--same-process`` runs them all in this one, where
+HF then also benefits from minivllm's process-wide malloc tuning), after a short warm-up. Every
+output is compared token for token with minivllm's. Then it says where minivllm's time went:
+steps that carried prompt tokens against pure decode steps (and, with ``--profile``, which
+operators). ``--ablate-cpu-gemm`` adds a minivllm run with PyTorch's own GEMM instead of oneDNN.
+A benchmark, not a test: the numbers depend on the machine and on what else runs on it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from collections import defaultdict
 
 import torch
 
@@ -30,24 +40,34 @@ def make_prompts(num: int, low: int, high: int, vocab: int, seed: int) -> list[l
     return [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
-def run_minivllm(loaded, prompts, new_tokens, budget, device, attention_backend="auto") -> tuple[float, list, object]:
+def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto") -> LLMEngine:
+    """An fp32 engine with room for every request of the workload at once, warmed up by one tiny request."""
     from minivllm.executor.model_runner import ModelRunner
 
     max_len = max(map(len, prompts)) + new_tokens
     config = EngineConfig.from_kwargs(
         model=loaded.hf_folder,
         device=str(device),
+        dtype="float32",
+        cpu_gemm=cpu_gemm,
         max_num_batched_tokens=budget,
         max_num_seqs=len(prompts),
-        max_model_len=max(max_len, 1024),
+        max_model_len=max_len,
         attention_backend=attention_backend,
         num_gpu_blocks=len(prompts) * (max_len // 16 + 2) + 1,
     )
     engine = LLMEngine(config, executor=ModelRunner(config, loaded))
-    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
     engine.add_request("warmup", prompts[0][:16], SamplingParams(max_tokens=2, temperature=0.0))
     while engine.has_unfinished_requests():
         engine.step()
+    return engine
+
+
+def run_minivllm(
+    loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto"
+) -> tuple[float, list, LLMEngine]:
+    engine = build_engine(loaded, prompts, new_tokens, budget, device, attention_backend, cpu_gemm)
+    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
     t0 = engine.clock.now()
     for i, p in enumerate(prompts):
         engine.add_request(str(i), p, params)
@@ -75,6 +95,7 @@ def run_hf_static(hf, prompts, new_tokens, batch_size, device) -> tuple[float, l
     from transformers import GenerationConfig
 
     gen = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+    hf.generate(torch.tensor([prompts[0][:16]], device=device), generation_config=gen)  # warm-up
     outs = []
     sync(device)
     t0 = time.perf_counter()
@@ -94,6 +115,7 @@ def run_hf_generate_batch(hf, prompts, new_tokens, device) -> tuple[float, list]
     from transformers import GenerationConfig
 
     gen = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0, eos_token_id=-1)
+    hf.generate_batch([prompts[0][:16]], generation_config=gen, progress_bar=False)  # warm-up
     sync(device)
     t0 = time.perf_counter()
     out = hf.generate_batch(prompts, generation_config=gen, progress_bar=False)
@@ -106,6 +128,87 @@ def run_hf_generate_batch(hf, prompts, new_tokens, device) -> tuple[float, list]
 def agreement(a: list[list[int]], b: list[list[int]]) -> str:
     same = sum(x == y for x, y in zip(a, b))
     return f"{same}/{len(a)} outputs identical"
+
+
+OP_GROUPS = (  # (label, substrings of profiler op names), first match wins
+    ("linear layers (GEMM)", ("linear", "addmm", "aten::mm", "matmul")),
+    ("attention (SDPA)", ("attention",)),
+    ("KV cache gather/write", ("index_select", "index_copy")),
+    ("elementwise (norm, RoPE, SiLU, residual)", ("mul", "add", "silu", "pow", "mean", "rsqrt", "cat", "sub")),
+)
+
+
+def op_breakdown(engine, step_fn) -> dict[str, float]:
+    """Milliseconds per operator group for one engine step (torch.profiler, self time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step_fn()
+    groups: dict[str, float] = defaultdict(float)
+    for ev in prof.key_averages():
+        label = next((g for g, keys in OP_GROUPS if any(k in ev.key for k in keys)), "other")
+        groups[label] += ev.self_cpu_time_total / 1e3
+    return dict(groups)
+
+
+def profile_minivllm(loaded, prompts, new_tokens, budget, device) -> dict[str, dict[str, float]]:
+    """Op groups of the first (prompt-only) step and of a pure decode step of the same workload."""
+    engine = build_engine(loaded, prompts, new_tokens, budget, device)
+    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
+    for i, p in enumerate(prompts):
+        engine.add_request(str(i), p, params)
+    out = {"first prompt step": op_breakdown(engine, engine.step)}
+    while any(s.prefill_tokens for s in engine.trace.steps[-1:]):
+        engine.step()
+    out["a decode step"] = op_breakdown(engine, engine.step)
+    return out
+
+
+def _run_one(kind: str, opts: dict) -> dict:
+    """Run one engine on the seeded workload; return its time, outputs and (minivllm) step split."""
+    from minivllm.model.loader import load_model
+
+    device = torch.device(opts["device"])
+    loaded = load_model(opts["model"], "float32", device)
+    prompts = make_prompts(opts["num_prompts"], opts["min_prompt"], opts["max_prompt"], loaded.arch.vocab_size, 0)
+    n = opts["output_len"]
+    if kind.startswith("minivllm"):
+        gemm = "torch" if kind == "minivllm-torch-gemm" else "auto"
+        t, outs, engine = run_minivllm(loaded, prompts, n, opts["budget"], device, cpu_gemm=gemm)
+        steps = [s for s in engine.trace.steps if "warmup" not in s.prefill_tokens | s.decode_tokens]
+        prompt_steps = [s for s in steps if s.prefill_tokens]
+        split = {
+            "num_steps": len(steps),
+            "prompt_steps": len(prompt_steps),
+            "prompt_steps_s": sum(s.duration for s in prompt_steps),
+            "decode_steps_s": sum(s.duration for s in steps if not s.prefill_tokens),
+            "cpu_gemm": engine.executor.cpu_gemm,
+        }
+        result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
+        result["num_prompt_tokens"] = sum(map(len, prompts))
+        if opts["profile"] and kind == "minivllm":
+            result["profile"] = profile_minivllm(loaded, prompts, n, opts["budget"], device)
+        return result
+    hf = hf_model(loaded.hf_folder, device)
+    if kind == "hf-static":
+        t, outs = run_hf_static(hf, prompts, n, opts["hf_batch_size"], device)
+    else:
+        t, outs = run_hf_generate_batch(hf, prompts, n, device)
+    return {"seconds": t, "outputs": outs}
+
+
+def run_engines(kinds: list[str], opts: dict, same_process: bool) -> dict[str, dict]:
+    if same_process:
+        return {k: _run_one(k, opts) for k in kinds}
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in kinds:  # a fresh interpreter per engine: no shared allocator state, caches or threads
+            out = os.path.join(tmp, f"{kind}.json")
+            cmd = [sys.executable, "-m", "minivllm.benchmarks.throughput", "--worker", kind]
+            subprocess.run([*cmd, "--worker-opts", json.dumps(opts), "--worker-out", out], check=True)
+            with open(out) as f:
+                results[kind] = json.load(f)
+    return results
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -121,38 +224,62 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
     parser.add_argument("--hf-batch-size", type=int, default=8)
     parser.add_argument("--skip-generate-batch", action="store_true")
+    parser.add_argument("--same-process", action="store_true", help="run every engine in this process")
+    parser.add_argument("--profile", action="store_true", help="operator time of one prompt and one decode step")
+    parser.add_argument("--ablate-cpu-gemm", action="store_true", help="also run minivllm with cpu_gemm=torch")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine, write JSON
+    parser.add_argument("--worker-opts", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        with open(args.worker_out, "w") as f:
+            json.dump(_run_one(args.worker, json.loads(args.worker_opts)), f)
+        return {}
+    opts = dict(
+        model=args.model, device=args.device, num_prompts=args.num_prompts, min_prompt=args.min_prompt,
+        max_prompt=args.max_prompt, output_len=args.output_len, budget=args.max_num_batched_tokens,
+        hf_batch_size=args.hf_batch_size, profile=args.profile,
+    )  # fmt: skip
+    kinds = ["minivllm"] + (["minivllm-torch-gemm"] if args.ablate_cpu_gemm else []) + ["hf-static"]
+    kinds += [] if args.skip_generate_batch else ["hf-generate-batch"]
+    res = run_engines(kinds, opts, args.same_process)
 
-    from minivllm.model.loader import load_model
-
-    device = torch.device(args.device)
-    loaded = load_model(args.model, "float32", device)
-    prompts = make_prompts(args.num_prompts, args.min_prompt, args.max_prompt, loaded.arch.vocab_size, seed=0)
+    mini = res["minivllm"]
+    split = mini["split"]
     total_out = args.num_prompts * args.output_len
-    total_in = sum(map(len, prompts))
+    total_in = mini["num_prompt_tokens"]
+    where = "one process" if args.same_process else "a fresh process each"
     print(
         f"{args.num_prompts} requests, prompts {args.min_prompt}-{args.max_prompt} tokens ({total_in} in all), "
-        f"{args.output_len} output tokens each, greedy; device {device}, torch threads {torch.get_num_threads()}"
+        f"{args.output_len} output tokens each, greedy, fp32; device {args.device}, torch threads "
+        f"{mini['threads']}, {where}; minivllm cpu_gemm={split['cpu_gemm']}"
     )
-
-    t_mini, out_mini, engine = run_minivllm(loaded, prompts, args.output_len, args.max_num_batched_tokens, device)
-    rows = [("minivllm", t_mini, "reference")]
-    hf = hf_model(loaded.hf_folder, device)
-    t_static, out_static = run_hf_static(hf, prompts, args.output_len, args.hf_batch_size, device)
-    rows.append((f"HF generate, static batches of {args.hf_batch_size}", t_static, agreement(out_static, out_mini)))
-    if not args.skip_generate_batch:
-        t_gb, out_gb = run_hf_generate_batch(hf, prompts, args.output_len, device)
-        rows.append(("HF generate_batch", t_gb, agreement(out_gb, out_mini)))
+    names = {
+        "minivllm": "minivllm",
+        "minivllm-torch-gemm": "minivllm, cpu_gemm=torch",
+        "hf-static": f"HF generate, static batches of {args.hf_batch_size}",
+        "hf-generate-batch": "HF generate_batch",
+    }
     print(f"{'engine':34} {'seconds':>8} {'output tok/s':>13} {'total tok/s':>12} {'minivllm speed-up':>18}  outputs")
     result = {}
-    for name, t, note in rows:
+    for kind, r in res.items():
+        t = r["seconds"]
+        note = "reference" if kind == "minivllm" else agreement(r["outputs"], mini["outputs"])
         print(
-            f"{name:34} {t:>8.2f} {total_out / t:>13.1f} {(total_in + total_out) / t:>12.1f} "
-            f"{t / t_mini:>17.2f}x  {note}"
+            f"{names[kind]:34} {t:>8.2f} {total_out / t:>13.1f} {(total_in + total_out) / t:>12.1f} "
+            f"{t / mini['seconds']:>17.2f}x  {note}"
         )
-        result[name] = t
-    steps = engine.trace.steps[1:]
-    print(f"minivllm ran {len(steps) - 1} steps; mean step {1e3 * sum(s.duration for s in steps) / len(steps):.0f} ms")
+        result[names[kind]] = t
+    print(
+        f"minivllm: {split['num_steps']} steps; the {split['prompt_steps']} steps with prompt tokens took "
+        f"{split['prompt_steps_s']:.2f} s, the {split['num_steps'] - split['prompt_steps']} pure decode steps "
+        f"{split['decode_steps_s']:.2f} s"
+    )
+    for label, groups in mini.get("profile", {}).items():
+        total = sum(groups.values())
+        ranked = sorted(groups.items(), key=lambda x: -x[1])
+        parts = ", ".join(f"{g} {ms:.0f} ms ({ms / total:.0%})" for g, ms in ranked)
+        print(f"  {label}: {total:.0f} ms of operators: {parts}")
     return result
 
 

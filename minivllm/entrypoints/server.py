@@ -34,7 +34,8 @@ logger = logging.getLogger("minivllm.entrypoints")
 ENGINE_FLAGS: dict[str, Any] = {  # config field -> argparse type; None: --x / --no-x
     "max_num_batched_tokens": int, "max_num_seqs": int, "max_model_len": int, "long_prefill_token_threshold": int,
     "enable_chunked_prefill": None, "enable_prefix_caching": None, "block_size": int, "num_gpu_blocks": int,
-    "policy": str, "kv_cache_memory_bytes": int, "device": str, "dtype": str, "attention_backend": str, "seed": int,
+    "policy": str, "kv_cache_memory_bytes": int, "device": str, "dtype": str, "attention_backend": str, "cpu_gemm": str,
+    "seed": int,
 }  # fmt: skip
 
 
