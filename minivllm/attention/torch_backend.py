@@ -4,9 +4,9 @@
 (``vllm/v1/attention/backends/cpu_attn.py``), fed by a host-side plan built once per step and reused
 by every layer. Each request is one of three kinds (derived, never stored by the scheduler):
 
-* ``decode``: one query row at the last position, sees every cached key. All decodes of a step go
-  into one batched call (:func:`_decode_attention`): their keys are gathered into a ``[B, max L]``
-  block padded with slot 0 and a key-padding mask hides the padding;
+* ``decode``: one query row at the last position, sees every cached key. The decodes of a step go
+  into one batched call (:func:`_decode_attention`), or two when their lengths differ a lot: their
+  keys are gathered into a ``[B, max L]`` block padded with slot 0, a key-padding mask hides the padding;
 * ``causal``: a fresh prefill (``q == L``): square causal, SDPA's ``is_causal`` fast path;
 * ``chunk``: ``q`` rows after ``L - q`` cached tokens: an explicit bottom-right bool mask
   (SDPA's ``is_causal`` is top-left aligned and would be wrong here).
@@ -38,7 +38,7 @@ class RequestPlan:
 
 @dataclass
 class DecodePlan:
-    """Every one-token request of the step, attended in one padded batch."""
+    """A group of one-token requests of similar length, attended in one padded batch."""
 
     rows: torch.Tensor  # int64 [B]: the query row of each decode in the flat batch
     slots: torch.Tensor  # int64 [B * max L]: visible slots, each request padded with slot 0
@@ -49,7 +49,7 @@ class DecodePlan:
 @dataclass
 class TorchPlan:
     requests: list[RequestPlan]  # every request, in batch order
-    decode: DecodePlan | None  # the "decode" requests again, batched: forward attends them here
+    decode: list[DecodePlan]  # the "decode" requests again, in one or two batches: forward attends them there
 
 
 def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
@@ -83,7 +83,20 @@ def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
             kind = "chunk"
             mask = torch.ones(q_len, seq_len, dtype=torch.bool, device=device).tril(seq_len - q_len)
         requests.append(RequestPlan(qsl[r], qsl[r + 1], kind, slots[r], mask))
-    return TorchPlan(requests, _decode_plan(meta, decodes, slots) if decodes else None)
+    return TorchPlan(requests, _decode_groups(meta, decodes, slots))
+
+
+def _decode_groups(meta: AttentionMetadata, decodes: list[int], slots: tuple[torch.Tensor, ...]) -> list[DecodePlan]:
+    """One padded batch, or two when splitting the length-sorted decodes saves 15% of the gathered keys."""
+    if not decodes:
+        return []
+    order = sorted(decodes, key=lambda r: meta.seq_lens_cpu[r])
+    lens = [meta.seq_lens_cpu[r] for r in order]
+    n = len(order)
+    cost, cut = min((i * lens[i - 1] + (n - i) * lens[-1], i) for i in range(1, n + 1))  # i == n: no split
+    if cut == n or cost > 0.85 * n * lens[-1]:
+        return [_decode_plan(meta, decodes, slots)]
+    return [_decode_plan(meta, order[:cut], slots), _decode_plan(meta, order[cut:], slots)]
 
 
 def _decode_plan(meta: AttentionMetadata, decodes: list[int], slots: tuple[torch.Tensor, ...]) -> DecodePlan:
@@ -121,8 +134,8 @@ class TorchAttentionBackend(AttentionBackend):
         gqa = q.shape[1] != num_kv_heads
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
         out[meta.num_actual_tokens :] = 0  # padding rows
-        if meta.plan.decode is not None:
-            _decode_attention(q, kv_cache, meta.plan.decode, scale, out)
+        for dp in meta.plan.decode:
+            _decode_attention(q, kv_cache, dp, scale, out)
         for rp in meta.plan.requests:
             if rp.kind == "decode":
                 continue  # done above, in the batched call

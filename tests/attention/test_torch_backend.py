@@ -53,10 +53,27 @@ def test_plan_kinds_and_slots_never_cover_padded_entries(case_factory):
     assert plan.requests[0].mask is None and plan.requests[1].mask is None
     assert plan.requests[2].mask.shape == (4, 13)
     # The decodes are attended together, padded to the longest one; here there is one.
-    assert plan.decode.rows.tolist() == [0] and plan.decode.max_len == 21 and plan.decode.mask.all()
+    (dp,) = plan.decode
+    assert dp.rows.tolist() == [0] and dp.max_len == 21 and dp.mask.all()
     # The plan is built once per step and reused by every layer.
     case.run(BACKEND)
     assert case.meta.plan is plan
+
+
+def test_decodes_of_very_different_lengths_go_in_two_batches(case_factory):
+    # Decodes of 10, 12, 200 and 210 tokens: one batch would pad all four to 210 (840 key rows),
+    # two sorted batches need 2 x 12 + 2 x 210 = 444; similar lengths stay in one batch.
+    case = case_factory([(9, 1), (199, 1), (11, 1), (209, 1), (0, 5)], 16)
+    BACKEND.prepare(case.meta)
+    groups = case.meta.plan.decode
+    assert [g.rows.tolist() for g in groups] == [[0, 2], [1, 3]]
+    assert [g.max_len for g in groups] == [12, 210]
+    assert groups[0].mask[:, 0, 0].sum(-1).tolist() == [10, 12]
+    out, _ = case.run(BACKEND)
+    torch.testing.assert_close(out.double(), case.reference()[0], atol=1e-5, rtol=1e-5)
+    similar = case_factory([(99, 1), (100, 1), (120, 1)], 16)
+    BACKEND.prepare(similar.meta)
+    assert len(similar.meta.plan.decode) == 1
 
 
 def test_write_kv_cache_skips_minus_one():
