@@ -55,7 +55,7 @@ class PackedLinear(nn.Module):
         self.register_buffer("packed_weight", _pack(linear.weight), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise.default(x, self.packed_weight, self.bias, "none", [], "")
 
     def unpacked(self) -> nn.Linear:
         linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")

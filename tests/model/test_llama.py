@@ -8,7 +8,7 @@ import torch
 from minivllm.attention.backend import get_attn_backend
 from minivllm.attention.metadata import build_attention_metadata
 from minivllm.model.config import LlamaArchConfig
-from minivllm.model.llama import LlamaForCausalLM
+from minivllm.model.llama import LlamaForCausalLM, RMSNorm
 from minivllm.model.loader import load_model
 
 
@@ -163,3 +163,16 @@ def test_arch_from_legacy_and_v5_rope_fields() -> None:
     assert qwen.qkv_bias and not qwen.o_bias
     with pytest.raises(ValueError, match="yarn.*default, llama3, linear"):
         LlamaArchConfig.from_dict({**base, "rope_scaling": {"type": "yarn", "factor": 4.0}})
+
+
+@pytest.mark.parametrize("rows", [1, 16, 2048])
+@pytest.mark.parametrize("size", [64, 576, 960])
+def test_fp32_rms_norm_is_hf_formula_bit_for_bit(rows: int, size: int) -> None:
+    torch.manual_seed(rows + size)
+    norm = RMSNorm(size, 1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(size))
+    for scale in (1e-3, 1.0, 80.0):
+        x = torch.randn(rows, size) * scale
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)  # LlamaRMSNorm in transformers
+        assert torch.equal(norm(x), norm.weight * h)
