@@ -21,20 +21,24 @@ from minivllm.sampling_params import SamplingParams
 def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype) -> float:
     from minivllm.executor.model_runner import ModelRunner
 
+    budget = max(2048, batch)
+    # Early requests decode while later prompts are still being prefilled: room for those tokens too.
+    max_tokens = steps + 10 + -(-batch * context // budget)
+    max_model_len = context + max_tokens + 1
     config = EngineConfig.from_kwargs(
         model=loaded.hf_folder,
         device=str(device),
         dtype=dtype,
         max_num_seqs=max(batch, 1),
-        max_num_batched_tokens=max(2048, batch),
-        max_model_len=context + steps + 16,
-        num_gpu_blocks=batch * ((context + steps + 16) // 16 + 2) + 1,
+        max_num_batched_tokens=budget,
+        max_model_len=max_model_len,
+        num_gpu_blocks=batch * (max_model_len // 16 + 2) + 1,
     )
     engine = LLMEngine(config, executor=ModelRunner(config, loaded))
     g = torch.Generator().manual_seed(batch)
     for i in range(batch):
         prompt = torch.randint(3, loaded.arch.vocab_size, (context,), generator=g).tolist()
-        engine.add_request(str(i), prompt, SamplingParams(max_tokens=steps + 10, temperature=0.0, ignore_eos=True))
+        engine.add_request(str(i), prompt, SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True))
     while any(s.prefill_tokens for s in engine.trace.steps[-1:]) or not engine.trace.steps:
         engine.step()  # finish every prefill first
     engine.step()
@@ -42,7 +46,7 @@ def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype
     for _ in range(steps):
         engine.step()
         rec = engine.trace.steps[-1]
-        assert not rec.prefill_tokens and len(rec.decode_tokens) == batch
+        assert not rec.prefill_tokens and len(rec.decode_tokens) == batch, (batch, rec)
         times.append(rec.duration)
     times.sort()
     return times[len(times) // 2]
