@@ -282,9 +282,9 @@ def main(argv: list[str] | None = None) -> dict:
         )
         result[names[kind]] = t
     print(
-        f"minivllm: {split['num_steps']} steps; the {split['prompt_steps']} steps with prompt tokens took "
-        f"{split['prompt_steps_s']:.2f} s, the {split['num_steps'] - split['prompt_steps']} pure decode steps "
-        f"{split['decode_steps_s']:.2f} s"
+        f"minivllm: {split['num_steps']} steps; with prompt tokens: {split['prompt_steps']} "
+        f"({split['prompt_steps_s']:.2f} s), pure decode: {split['num_steps'] - split['prompt_steps']} "
+        f"({split['decode_steps_s']:.2f} s)"
     )
     for label, groups in mini.get("profile", {}).items():
         total = sum(groups.values())

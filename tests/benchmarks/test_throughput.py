@@ -16,7 +16,7 @@ def test_same_process_with_profile_and_ablation(tiny_qwen2, capsys):
     assert set(result) == {"minivllm", "minivllm, cpu_gemm=torch", "HF generate, static batches of 8"}
     assert all(t > 0 for t in result.values())
     assert out.count("3/3 outputs identical") == 2  # the ablation and HF agree with minivllm
-    assert "one process" in out and "steps with prompt tokens" in out
+    assert "one process" in out and "steps; with prompt tokens:" in out
     assert "first prompt step:" in out and "a decode step:" in out and "linear layers (GEMM)" in out
 
 
