@@ -1,6 +1,6 @@
 """Plain-torch paged attention: the CPU default and the oracle for the other backends (ch.4 §4).
 
-``scaled_dot_product_attention`` calls, as vLLM's CPU backend does for prefill
+Calls of ``scaled_dot_product_attention``, as vLLM's CPU backend makes for prefill
 (``vllm/v1/attention/backends/cpu_attn.py``), fed by a host-side plan built once per step and reused
 by every layer. Each request is one of three kinds (derived, never stored by the scheduler):
 
@@ -109,7 +109,7 @@ def _decode_plan(meta: AttentionMetadata, decodes: list[int], slots: tuple[torch
 
 
 class TorchAttentionBackend(AttentionBackend):
-    """Per-request SDPA over gathered cache rows; any float dtype, CPU or CUDA."""
+    """SDPA over gathered cache rows (a call per prompt or chunk, batched decodes); any float dtype, CPU or CUDA."""
 
     name = "torch"
 
