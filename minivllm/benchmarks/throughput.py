@@ -27,10 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 
 import torch
 
+from minivllm.benchmarks.step_profile import profile_steps
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.sampling_params import SamplingParams
@@ -138,40 +138,6 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> str:
     return f"{same}/{len(a)} outputs identical"
 
 
-OP_GROUPS = (  # (label, substrings of profiler op names), first match wins
-    ("linear layers (GEMM)", ("linear", "addmm", "aten::mm", "matmul")),
-    ("attention (SDPA)", ("attention",)),
-    ("KV cache gather/write", ("index_select", "index_copy")),
-    ("elementwise (norm, RoPE, SiLU, residual)", ("mul", "add", "silu", "pow", "mean", "rsqrt", "cat", "sub")),
-)
-
-
-def op_breakdown(engine, step_fn) -> dict[str, float]:
-    """Milliseconds per operator group for one engine step (torch.profiler, self time)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step_fn()
-    groups: dict[str, float] = defaultdict(float)
-    for ev in prof.key_averages():
-        label = next((g for g, keys in OP_GROUPS if any(k in ev.key for k in keys)), "other")
-        groups[label] += ev.self_cpu_time_total / 1e3
-    return dict(groups)
-
-
-def profile_minivllm(loaded, prompts, new_tokens, budget, device) -> dict[str, dict[str, float]]:
-    """Op groups of the first (prompt-only) step and of a pure decode step of the same workload."""
-    engine = build_engine(loaded, prompts, new_tokens, budget, device)
-    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
-    for i, p in enumerate(prompts):
-        engine.add_request(str(i), p, params)
-    out = {"first prompt step": op_breakdown(engine, engine.step)}
-    while any(s.prefill_tokens for s in engine.trace.steps[-1:]):
-        engine.step()
-    out["a decode step"] = op_breakdown(engine, engine.step)
-    return out
-
-
 def _run_one(kind: str, opts: dict) -> dict:
     """Run one engine on the seeded workload; return its time, outputs and (minivllm) step split."""
     from minivllm.model.loader import load_model
@@ -195,7 +161,7 @@ def _run_one(kind: str, opts: dict) -> dict:
         result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
         result["num_prompt_tokens"] = sum(map(len, prompts))
         if opts["profile"] and kind == "minivllm":
-            result["profile"] = profile_minivllm(loaded, prompts, n, opts["budget"], device)
+            result["profile"] = profile_steps(build_engine(loaded, prompts, n, opts["budget"], device), prompts, n)
         return result
     hf = hf_model(loaded.hf_folder, device)
     if kind == "hf-static":
