@@ -108,6 +108,9 @@ class CacheConfig:
             _check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, 1)
 
 
+CPU_GEMMS = ("auto", "onednn", "torch")  # ModelConfig.cpu_gemm; model/cpu_gemm.py resolves "auto"
+
+
 @dataclass
 class ModelConfig:
     """Which model, on which device, in which dtype, with which attention backend."""
@@ -120,9 +123,8 @@ class ModelConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        allowed = ("auto", "onednn", "torch")
-        if self.cpu_gemm not in allowed:
-            raise ValueError(f"cpu_gemm must be one of {allowed}, got {self.cpu_gemm!r}")
+        if self.cpu_gemm not in CPU_GEMMS:
+            raise ValueError(f"cpu_gemm must be one of {CPU_GEMMS}, got {self.cpu_gemm!r}")
 
 
 @dataclass

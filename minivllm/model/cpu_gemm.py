@@ -24,7 +24,7 @@ import platform
 import torch
 from torch import nn
 
-CPU_GEMMS = ("auto", "onednn", "torch")
+from minivllm.config import CPU_GEMMS
 
 
 @functools.cache
