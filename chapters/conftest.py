@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
@@ -19,3 +21,12 @@ def pytest_collectstart(collector):
     path = getattr(collector, "path", None)
     if path is not None and str(path).endswith(".ipynb"):
         collector.skip_compare += SKIPPED_MIME_TYPES
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """A notebook's cells are one story told in order: ``--random-order`` may move whole notebooks, never
+    the cells inside one (pytest-random-order's own marker, read by its later hook)."""
+    for item in items:
+        if str(item.path).endswith(".ipynb"):
+            item.add_marker(pytest.mark.random_order(disabled=True))

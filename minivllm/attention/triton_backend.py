@@ -137,10 +137,33 @@ def _write_kv_kernel(
     tl.store(v_cache_ptr + dst, v_row.to(v_cache_ptr.dtype.element_ty), mask=ok)
 
 
+def interpreter_patched_language() -> bool:
+    """True once the Triton interpreter has left its own builtins in ``triton.language.core``.
+
+    Triton's interpreter swaps the language's builtins (``arange``, ``add``, ``where``, ...) for versions
+    that run on numpy while it executes a kernel. A whole launch restores them afterwards, but a call of a
+    ``@jit`` helper from inside a kernel (``tl.max`` and ``tl.sum`` are such helpers) patches
+    ``triton.language.core`` again and never restores it (triton 3.9, ``runtime/interpreter.py``,
+    ``InterpretedFunction.__call__``). From then on this process cannot compile a kernel for a GPU: the
+    code generator calls the numpy builtins and fails with "'value' object has no attribute 'dtype'".
+    A compiled kernel already in ``TRITON_CACHE_DIR`` hides it, since nothing is compiled then.
+    ``triton.language`` re-exports the original builtins, so a patched core no longer matches them.
+    """
+    import sys
+
+    lang = sys.modules.get("triton.language")
+    return lang is not None and lang.core.arange is not lang.arange
+
+
 def _kernels() -> tuple:
     """JIT-wrap the kernels on first use, once per interpret mode (TRITON_INTERPRET is read here)."""
     global tl
     interpret = triton_interpreting()
+    if not interpret and interpreter_patched_language():
+        raise RuntimeError(
+            "the Triton interpreter (TRITON_INTERPRET=1) already ran in this process and left triton.language "
+            "patched, so kernels can no longer be compiled here; compile them in a fresh process"
+        )
     if interpret not in _KERNELS:
         import triton
         import triton.language

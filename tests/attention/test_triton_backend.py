@@ -113,31 +113,57 @@ def test_interpreter_write_kernel_matches_torch_writer(interp):
     assert torch.equal(a, b) and torch.count_nonzero(b) == 2 * 3 * 3 * 40
 
 
+NO_NVIDIA_BACKEND = 3  # sm90_compile.py's exit code when triton has no NVIDIA backend
+
+
+def _fresh_process(cmd: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in a new interpreter: compiled mode, an empty triton cache of its own."""
+    base = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    cache = str(tmp_path / "triton-cache")
+    # TRITON_DEFAULT_FP_FUSION silences triton 3.9's default-change warning.
+    env = {**base, "TRITON_CACHE_DIR": cache, "PYTHONPATH": str(ROOT), "TRITON_DEFAULT_FP_FUSION": "1", **env}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.parametrize(("dtype", "group", "head_dim"), [("fp16", 3, 64), ("fp32", 1, 80)])
-def test_kernels_compile_for_hopper_without_gpu(monkeypatch, dtype, group, head_dim):
-    """The compiled (non-interpreter) path: lower both kernels to sm_90 machine code; no GPU needed."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # silences triton 3.9's default-change warning
-    import triton
-    from triton.backends import backends
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import ASTSource
+def test_kernels_compile_for_hopper_without_gpu(tmp_path, dtype, group, head_dim):
+    """The compiled (non-interpreter) path: lower both kernels to sm_90 machine code; no GPU needed.
 
-    from minivllm.attention.triton_backend import _kernels
+    In a fresh process with an empty cache, so it compiles for real whatever ran before it in this one
+    (the interpreter leaves triton.language patched) and whatever an earlier run left in ~/.triton."""
+    res = _fresh_process([sys.executable, str(ROOT / "tests/attention/sm90_compile.py"), dtype, str(group),
+                          str(head_dim)], tmp_path)  # fmt: skip
+    if res.returncode == NO_NVIDIA_BACKEND:
+        pytest.skip(res.stderr.strip().splitlines()[-1])
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    lines = res.stdout.split("\n")
+    for kernel in ("_unified_attention_kernel", "_write_kv_kernel"):
+        size = next(int(line.split()[-2]) for line in lines if line.startswith(kernel + ":"))
+        assert size > 1000, res.stdout
+    assert any((tmp_path / "triton-cache").rglob("*.cubin")), "nothing was compiled into the empty cache"
 
-    if "nvidia" not in backends:
-        pytest.skip("triton has no NVIDIA backend here")
-    attn, write = _kernels()
-    rows = max(16, 1 << (group - 1).bit_length())
-    attn_consts = dict(GROUP=group, QB=rows // group, ROWS=rows, HEAD_DIM=head_dim, PAGE=16, TILE=32,
-                       D_PAD=1 << (head_dim - 1).bit_length(), FP32_DOT=dtype == "fp32", UPCAST=False)  # fmt: skip
-    write_consts = dict(NUM_KV_HEADS=3, HEAD_DIM=head_dim, H_PAD=4, D_PAD=128, PAGE=16)
-    attn_types = [f"*{dtype}"] * 4 + ["*i32"] * 3 + ["fp32"] + ["i32"] * 9
-    write_types = [f"*{dtype}"] * 4 + ["*i64"] + ["i32"] * 7
-    for kernel, types, consts in ((attn, attn_types, attn_consts), (write, write_types, write_consts)):
-        sig = {**dict(zip(kernel.arg_names, types)), **{name: "constexpr" for name in consts}}
-        compiled = triton.compile(ASTSource(kernel, sig, consts), target=GPUTarget("cuda", 90, 32))
-        assert compiled.asm["cubin"]
+
+def test_compiling_after_the_interpreter_fails_with_a_clear_error(tmp_path):
+    """The order dependence itself: interpreter first, then compiled mode, in one process."""
+    script = (
+        "import os, torch\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "from tests.attention.conftest import make_case\n"
+        "from minivllm.attention import get_attn_backend\n"
+        "from minivllm.attention.triton_backend import _kernels, interpreter_patched_language\n"
+        "assert not interpreter_patched_language()\n"
+        "backend = get_attn_backend('triton', 'cpu', torch.float32, 16, 64)\n"
+        "make_case([(17, 1), (0, 9)], 16, (9, 3), seed=3).run(backend)\n"
+        "assert interpreter_patched_language()\n"
+        "del os.environ['TRITON_INTERPRET']\n"
+        "try:\n"
+        "    _kernels()\n"
+        "except RuntimeError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    res = _fresh_process([sys.executable, "-c", script], tmp_path)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert "refused: the Triton interpreter (TRITON_INTERPRET=1) already ran in this process" in res.stdout
 
 
 # --- CUDA (run on a GPU machine) ---------------------------------------------------------------------
