@@ -9,6 +9,8 @@ allowed, before any engine state exists.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +22,29 @@ SCHEDULING_POLICIES = ("fcfs", "priority")
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 
+# The model seed goes to torch.Generator.manual_seed, which takes [-2**63, 2**64 - 1] (as SamplingParams.seed).
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+# ModelConfig.dtype: "auto" or a name model/loader.py's DTYPES maps to a torch dtype (any case).
+DTYPE_NAMES = ("auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half")
+
+
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
+    """An int (a bool is not one) in [low, high]; ValueError naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an integer, got {value!r}.")
     if value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {allowed}, got {value}.")
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}.")
+
+
+def _check_str(name: str, value: Any, allowed: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string ({allowed}), got {value!r}.")
 
 
 @dataclass
@@ -42,6 +61,8 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         if self.max_model_len is None:
             self.max_model_len = DEFAULT_MAX_MODEL_LEN
+        _check_int("max_model_len", self.max_model_len, 1)  # both feed the default budget below
+        _check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
         if self.max_num_seqs is None:
             self.max_num_seqs = DEFAULT_MAX_NUM_SEQS
         if self.max_num_batched_tokens is None:
@@ -56,9 +77,8 @@ class SchedulerConfig:
         _check_int("max_num_seqs", self.max_num_seqs, 1)
         _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
         _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, self.max_model_len)
-        if not isinstance(self.enable_chunked_prefill, bool):
-            raise ValueError(f"enable_chunked_prefill must be True or False, got {self.enable_chunked_prefill!r}.")
-        if self.policy not in SCHEDULING_POLICIES:
+        _check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
+        if not isinstance(self.policy, str) or self.policy not in SCHEDULING_POLICIES:
             raise ValueError(f"policy must be one of {SCHEDULING_POLICIES}, got {self.policy!r}.")
         if self.max_num_batched_tokens < self.max_model_len and not self.enable_chunked_prefill:
             raise ValueError(
@@ -94,16 +114,24 @@ class CacheConfig:
         self.verify()
 
     def verify(self) -> None:
-        if self.block_size not in BLOCK_SIZES:
-            raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {self.block_size!r}.")
+        bs = self.block_size
+        if isinstance(bs, bool) or not isinstance(bs, int) or bs not in BLOCK_SIZES:  # True == 1, 16.0 == 16
+            raise ValueError(f"block_size must be one of {BLOCK_SIZES}, got {bs!r}.")
         if self.num_gpu_blocks is not None:
             _check_int("num_gpu_blocks", self.num_gpu_blocks, 2)
-        if self.prefix_caching_hash_algo not in ("builtin", "sha256"):
+        _check_bool("enable_prefix_caching", self.enable_prefix_caching)
+        if not isinstance(self.prefix_caching_hash_algo, str) or self.prefix_caching_hash_algo not in (
+            "builtin",
+            "sha256",
+        ):
             raise ValueError(
                 f"prefix_caching_hash_algo must be 'builtin' or 'sha256', got {self.prefix_caching_hash_algo!r}."
             )
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.")
+        util = self.gpu_memory_utilization
+        if isinstance(util, bool) or not isinstance(util, numbers.Real):
+            raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {util!r}.")
+        if not (math.isfinite(util) and 0.0 < util <= 1.0):
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {util}.")
         if self.kv_cache_memory_bytes is not None:
             _check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, 1)
 
@@ -123,8 +151,22 @@ class ModelConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.cpu_gemm not in CPU_GEMMS:
+        _check_str("model", self.model, "'smollm2' or a local Hugging Face folder")
+        if not isinstance(self.dtype, str) or self.dtype.lower() not in DTYPE_NAMES:
+            raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {self.dtype!r}.")
+        dev = self.device
+        if not isinstance(dev, str) or not (dev in ("auto", "cpu", "cuda") or _is_cuda_index(dev)):
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N' (N >= 0), got {dev!r}.")
+        # Its allowed values are checked where it is resolved (attention/backend.py, with the environment variable).
+        _check_str("attention_backend", self.attention_backend, "auto, torch, triton or flash_attn")
+        if not isinstance(self.cpu_gemm, str) or self.cpu_gemm not in CPU_GEMMS:
             raise ValueError(f"cpu_gemm must be one of {CPU_GEMMS}, got {self.cpu_gemm!r}")
+        _check_int("seed", self.seed, SEED_MIN, SEED_MAX)
+
+
+def _is_cuda_index(device: str) -> bool:
+    kind, _, index = device.partition(":")
+    return kind == "cuda" and index.isdigit() and index.isascii()
 
 
 @dataclass

@@ -1,22 +1,99 @@
 """SamplingParams: how one request wants its tokens chosen and when it stops.
 
 Mirrors ``vllm/sampling_params.py`` (the fields minivllm uses, same names and
-defaults). Invalid values raise ``ValueError`` naming the field and the allowed
-range, at the API boundary (§11.4: the request carries these into the engine).
+defaults; the checks of ``SamplingParams._verify_args``). Invalid values raise
+``ValueError`` whose first word is the field's name and which says the allowed
+range, at the API boundary (§11.4: the request carries these into the engine;
+the HTTP server turns that first word into the error's ``param``). Types are
+checked too: a bool is not an int, 1.5 is not an int, a string is not a number,
+and NaN / inf are not allowed anywhere.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import numbers
 from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1] (it reads a signed or an unsigned
+# 64-bit value); outside that it raises OverflowError inside the engine step, so those seeds are refused here.
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+MIN_TEMPERATURE = 1e-2  # vLLM's _MAX_TEMP: smaller positive temperatures are raised to it (nan / inf otherwise)
+MAX_GUIDED_CHOICES = 1024  # bounds on guided_choice: how many choices, and their UTF-8 bytes in all
+MAX_GUIDED_CHOICE_BYTES = 64 * 1024
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a bad value can be a huge string)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_int(name: str, value: Any, allowed: str) -> int:
+    """``value`` as an int, or ValueError naming ``name``; bools and floats (even 2.0) are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer {allowed}, got {_show(value)}.")
+    return int(value)
+
+
+def _as_float(name: str, value: Any, allowed: str) -> float:
+    """``value`` as a finite float (ints accepted), or ValueError naming ``name``; bools, NaN and inf refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number {allowed}, got {_show(value)}.")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite and {allowed}, got {value}.")
+    return float(value)
+
+
+def _token_id_list(name: str, value: Any) -> list[int]:
+    """A list (or tuple) of token ids >= 0; None means []. A string is not a list of token ids."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be a list of token ids (integers >= 0), got {_show(value)}.")
+    ids = []
+    for i, t in enumerate(value):
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral) or t < 0:
+            raise ValueError(f"{name} must be a list of token ids (integers >= 0), got {_show(t)} at index {i}.")
+        ids.append(int(t))
+    return ids
+
+
+def _choice_list(value: Any) -> list[str]:
+    """guided_choice as a list of non-empty, valid-Unicode strings within the size bounds."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"guided_choice must be a list of strings, got {type(value).__name__}.")
+    if len(value) > MAX_GUIDED_CHOICES:
+        raise ValueError(f"guided_choice must have at most {MAX_GUIDED_CHOICES} choices, got {len(value)}.")
+    total = 0
+    for i, choice in enumerate(value):
+        if not isinstance(choice, str) or not choice:
+            raise ValueError(f"guided_choice entries must be non-empty strings, got {_show(choice)} at index {i}.")
+        try:
+            total += len(choice.encode("utf-8"))
+        except UnicodeEncodeError as e:
+            raise ValueError(f"guided_choice entry {i} is not valid Unicode ({e.reason} at {e.start}).") from e
+    if total > MAX_GUIDED_CHOICE_BYTES:
+        raise ValueError(
+            f"guided_choice must hold at most {MAX_GUIDED_CHOICE_BYTES} bytes (64 KiB) of UTF-8 text in all, "
+            f"got {total}."
+        )
+    return list(value)
 
 
 @dataclass
 class SamplingParams:
     """Per-request sampling and stopping rules.
 
-    temperature == 0 means greedy. ``top_k`` of 0 or -1 means "all tokens" (vLLM
-    accepts -1; 0 is accepted here too). ``seed`` gives the request its own
-    generator, so its samples do not depend on what else is in the batch.
+    temperature == 0 means greedy; a positive temperature below 0.01 is raised to 0.01 with a warning, as
+    vLLM does. ``top_k`` of 0 or -1 means "all tokens" (vLLM accepts -1; 0 is accepted here too). ``seed``
+    (None or an integer in [-2**63, 2**64 - 1], what ``torch.Generator.manual_seed`` takes) gives the
+    request its own generator, so its samples do not depend on what else is in the batch.
+    ``guided_choice``: at most 1,024 non-empty strings, 64 KiB of UTF-8 text in all.
     """
 
     max_tokens: int = 16
@@ -30,24 +107,38 @@ class SamplingParams:
     guided_choice: list[str] | None = None  # §11.4.4: the output must be exactly one of these
 
     def __post_init__(self) -> None:
-        self.stop_token_ids = list(self.stop_token_ids or [])
         self._verify()
 
     def _verify(self) -> None:
-        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+        """vLLM's ``_verify_args``, plus the type and finiteness checks; normalises the values it accepts."""
+        self.max_tokens = _as_int("max_tokens", self.max_tokens, "(at least 1)")
+        if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        self.temperature = _as_float("temperature", self.temperature, "non-negative")
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
+        if 0.0 < self.temperature < MIN_TEMPERATURE:
+            logger.warning("temperature %s is less than %s, which may cause numerical errors (nan or inf); "
+                           "raised to %s.", self.temperature, MIN_TEMPERATURE, MIN_TEMPERATURE)  # fmt: skip
+            self.temperature = MIN_TEMPERATURE
+        self.top_p = _as_float("top_p", self.top_p, "in (0, 1]")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+        self.top_k = _as_int("top_k", self.top_k, "(-1 or 0 to disable, or at least 1)")
         if self.top_k < -1:
             raise ValueError(f"top_k must be -1 (disable), 0 (disable) or at least 1, got {self.top_k}.")
+        if self.seed is not None:
+            self.seed = _as_int("seed", self.seed, f"in [{SEED_MIN}, {SEED_MAX}] or None")
+            if not SEED_MIN <= self.seed <= SEED_MAX:
+                raise ValueError(f"seed must be None or in [{SEED_MIN}, {SEED_MAX}], got {self.seed}.")
+        if not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos must be True or False, got {_show(self.ignore_eos)}.")
+        self.stop_token_ids = _token_id_list("stop_token_ids", self.stop_token_ids)
         if self.guided_choice is not None:
-            if not isinstance(self.guided_choice, (list, tuple)):
-                raise ValueError(f"guided_choice must be a list of strings, got {type(self.guided_choice).__name__}.")
+            self.guided_choice = _choice_list(self.guided_choice)
             if self.ignore_eos:
                 raise ValueError("guided_choice ends the output with EOS, so ignore_eos must be False.")
-            self.guided_choice = list(self.guided_choice)
+        self.min_tokens = _as_int("min_tokens", self.min_tokens, "(greater than or equal to 0)")
         if self.min_tokens < 0:
             raise ValueError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")
         if self.min_tokens > self.max_tokens:

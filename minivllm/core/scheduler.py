@@ -213,7 +213,7 @@ class Scheduler:
         # (B) WAITING: admit new and preempted requests, only if nobody was preempted.
         skipped: deque[Request] = deque()
         while not preempted and self.waiting and token_budget > 0:
-            if len(self.running) == self.max_num_running_reqs:
+            if len(self.running) >= self.max_num_running_reqs:  # >=: max_num_seqs may have been lowered
                 break
             request = self.waiting[0]
             if request.status == RequestStatus.WAITING_FOR_FSM:
@@ -247,7 +247,7 @@ class Scheduler:
 
         total = sum(num_scheduled_tokens.values())
         assert total <= self.max_num_scheduled_tokens and token_budget >= 0
-        assert len(self.running) <= self.max_num_running_reqs
+        assert not (scheduled_new or scheduled_resumed) or len(self.running) <= self.max_num_running_reqs
 
         # §11.4.4: guided requests that sample this step get their grammar's allowed tokens.
         grammar_allowed = {

@@ -40,6 +40,8 @@ class LLM:
             sampling_params = [sampling_params or SamplingParams()] * len(prompts)
         if len(sampling_params) != len(prompts):
             raise ValueError(f"got {len(prompts)} prompts but {len(sampling_params)} sampling_params.")
+        if not prompts:  # as vLLM: no prompts, no outputs (and no step of the engine for other callers' requests)
+            return []
         ids = []
         try:
             for prompt, params in zip(prompts, sampling_params):
@@ -50,7 +52,13 @@ class LLM:
         except ValueError:
             self.engine.abort_request(ids)
             raise
-        self._run(len(ids), use_tqdm)
+        try:
+            self._run(len(ids), use_tqdm)
+        except BaseException:  # an engine bug, or Ctrl-C in a notebook: leave no request behind
+            self.engine.abort_request(ids)
+            for req_id in ids:
+                self.engine.outputs.pop(req_id, None)
+            raise
         return [self.engine.outputs.pop(i) for i in ids]
 
     def chat(

@@ -10,17 +10,20 @@ one process. One step is: ``schedule()`` (decisions only), ``execute_model()``
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from minivllm.config import EngineConfig, SchedulerConfig
+from minivllm.core.rollback import RequestError, culprits, roll_back_step
 from minivllm.core.scheduler import Scheduler
 from minivllm.engine.clock import VirtualClock, WallClock
 from minivllm.engine.trace import EngineTrace
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
 
+logger = logging.getLogger("minivllm.engine")
 
 @dataclass
 class RequestOutput:
@@ -92,6 +95,9 @@ class LLMEngine:
         self.record_block_pool = record_block_pool
         self.outputs: dict[str, RequestOutput] = {}
         self.grammar_compiler = None  # made on the first guided request
+        # Tests force failures here: called after execute_model with the SchedulerOutput; what it raises is
+        # handled as the runner's own failure (a RequestError names the requests it belongs to).
+        self.fault_hook: Callable[[Any], None] | None = None
 
     # ------------------------------------------------------------------ requests
     def add_request(
@@ -121,6 +127,11 @@ class LLMEngine:
             if bad:
                 limit = f"0..{self.vocab_size - 1}" if self.vocab_size else ">= 0"
                 raise ValueError(f"request {request_id!r}: token id {bad[0]!r} is out of range; allowed {limit}.")
+        if self.vocab_size is not None:  # SamplingParams checked they are ints >= 0; the vocabulary is the engine's
+            bad = [t for t in params.stop_token_ids if t >= self.vocab_size]
+            if bad:
+                raise ValueError(f"stop_token_ids of request {request_id!r}: token id {bad[0]!r} is out of range; "
+                                 f"allowed 0..{self.vocab_size - 1}.")  # fmt: skip
         if params.guided_choice is not None and grammar is None:
             grammar = self._grammar_compiler().submit(params.guided_choice)  # compiled in the background
         arrival = self.clock.now() if arrival_time is None else arrival_time
@@ -154,8 +165,7 @@ class LLMEngine:
                 self.scheduler.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
                 out = self.outputs[req_id]
                 out.finished, out.finish_reason = True, "abort"
-                rec = self.trace.requests[req_id]
-                rec.finish_time, rec.finish_reason = now, "abort"
+                self.trace.on_abort(req_id, now)
 
     def set_scheduling(self, **changes: Any) -> SchedulerConfig:
         """Change scheduler settings between steps (vLLM names: max_num_batched_tokens,
@@ -183,7 +193,12 @@ class LLMEngine:
         out = scheduler.schedule()
         num_tokens_before = {r: scheduler.requests[r].num_tokens for r in out.num_scheduled_tokens}
         start = self.clock.now()
-        result = self.executor.execute_model(out)
+        try:
+            result = self.executor.execute_model(out)
+            if self.fault_hook is not None:
+                self.fault_hook(out)
+        except Exception as e:  # one request's failure stays its own: see minivllm.core.rollback
+            return self._recover(out, e)
         end = self.clock.now()
         core = scheduler.update_from_output(out, result)
         changed, new_tokens, finished = [], {}, {}
@@ -213,6 +228,22 @@ class LLMEngine:
             spec_accepted=accepted,
         )
         return changed
+
+    def _recover(self, out: Any, error: Exception) -> list[RequestOutput]:
+        """The runner failed on ``out``: abort the requests it is blamed on, recompute the others."""
+        failed = culprits(out, error)
+        reason = error.message if isinstance(error, RequestError) else f"{type(error).__name__}: {error}"
+        logger.warning("step failed (%s); aborting %s, recomputing the rest of the step", reason, failed)
+        requeued = roll_back_step(self.scheduler, out, failed, reason)
+        self.executor.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
+        now = self.clock.now()
+        outputs = []
+        for req_id in failed:
+            ro = self.outputs[req_id]
+            ro.finished, ro.finish_reason, ro.stop_reason = True, "abort", reason
+            self.trace.on_abort(req_id, now)
+            outputs.append(ro)
+        return outputs
 
     def detokenize(self, output: RequestOutput) -> str:
         """Set and return ``output.text`` (empty without a tokenizer); done for every finished request."""

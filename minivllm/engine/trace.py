@@ -4,12 +4,16 @@ The single source for metrics, figures and widgets. Times are seconds on the
 engine's clock (``time.perf_counter`` for the real engine, virtual time for the
 simulator). vLLM keeps the same facts as request events (QUEUED, SCHEDULED,
 PREEMPTED) and per-iteration stats (``vllm/v1/metrics/stats.py``).
+
+Observers (``EngineTrace.observers``) are told of each step and each finished request as it happens,
+the way vLLM's engine hands ``IterationStats`` to its stat loggers (``vllm/v1/metrics/loggers.py``):
+``minivllm.engine.stat_logger`` keeps the live Prometheus counters that way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from minivllm.core.output import SchedulerOutput
 
@@ -77,11 +81,32 @@ class RequestRecord:
         return len(self.token_times)
 
 
+class TraceObserver(Protocol):
+    """Told of events as they are recorded; each callback should cost what the event touched."""
+
+    def on_step(self, trace: EngineTrace, record: StepRecord, new_tokens: dict[str, int]) -> None:
+        """After a step is folded in: ``new_tokens[r]`` tokens were appended to ``trace.requests[r]``."""
+
+    def on_request_finished(self, rec: RequestRecord) -> None:
+        """After ``rec.finish_time`` / ``finish_reason`` are set (stop, length, abort, ...)."""
+
+
 @dataclass
 class EngineTrace:
     steps: list[StepRecord] = field(default_factory=list)
     requests: dict[str, RequestRecord] = field(default_factory=dict)
     block_size: int = 16  # of the KV cache the run used (figures turn tokens into blocks with it)
+    observers: list[TraceObserver] = field(default_factory=list, compare=False, repr=False)
+    num_steps_recorded: int = field(default=0, compare=False)  # the next StepRecord.step, kept when steps drop
+
+    def on_abort(self, request_id: str, now: float) -> None:
+        """An abort between steps (client gone, ``abort_request``): the request finishes at ``now``."""
+        rec = self.requests[request_id]
+        if rec.finish_time is not None:
+            return
+        rec.finish_time, rec.finish_reason = now, "abort"
+        for observer in self.observers:
+            observer.on_request_finished(rec)
 
     def on_arrival(self, request_id: str, arrival_time: float, num_prompt_tokens: int) -> None:
         self.requests[request_id] = RequestRecord(request_id, arrival_time, num_prompt_tokens)
@@ -127,8 +152,10 @@ class EngineTrace:
             rec = self.requests[req_id]
             rec.finish_time, rec.finish_reason = end, reason
         kv = scheduler.kv_cache_manager
+        step = max(self.num_steps_recorded, len(self.steps))  # == index until old steps are dropped
+        self.num_steps_recorded = step + 1
         record = StepRecord(
-            step=len(self.steps),
+            step=step,
             start=start,
             end=end,
             token_budget=out.token_budget,
@@ -147,4 +174,8 @@ class EngineTrace:
             block_tables={r: kv.get_block_ids(r) for r in kv.req_to_blocks} if snapshot else None,
         )
         self.steps.append(record)
+        for observer in self.observers:
+            observer.on_step(self, record, new_tokens)
+            for req_id in finished:
+                observer.on_request_finished(self.requests[req_id])
         return record

@@ -11,8 +11,11 @@ engine single-owner: only the engine thread touches the LLMEngine, its scheduler
 * Each step's new tokens go out, detokenized incrementally, as one ``Delta`` per request through
   ``loop.call_soon_threadsafe`` into that request's ``asyncio.Queue``.
 * The trace is bounded for a long-running server: past ``max_trace_steps`` the oldest half of the
-  steps, and the finished requests older than what is left, are dropped (the /metrics counters then
-  restart from the kept window, which Prometheus' ``rate()`` treats as a counter reset).
+  steps, and the finished requests older than what is left, are dropped (the /metrics counters live in
+  ``PrometheusStatLogger``, which watched them go by, so they keep counting).
+* No request's failure stops the loop: the engine contains a failed step (``minivllm.core.rollback``), a
+  caller that went away (a cancelled future) is skipped, and a closed event loop is ignored. If anything
+  still escapes, ``dead`` says why, every stream and waiting command gets the error, and ``on_dead`` fires.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from minivllm.entrypoints.detokenizer import IncrementalDetokenizer
 from minivllm.sampling_params import SamplingParams
 
 logger = logging.getLogger("minivllm.entrypoints")
+
+
+class EngineDeadError(RuntimeError):
+    """The engine loop has stopped (vLLM's ``EngineDeadError``): no request can be served any more."""
 
 
 @dataclass
@@ -54,7 +61,10 @@ class _Stream:
     num_sent: int = 0
 
     def put(self, delta: Delta) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, delta)
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, delta)
+        except RuntimeError:  # the event loop is closed (server shutting down): nobody is listening
+            pass
 
 
 @dataclass
@@ -62,6 +72,22 @@ class _Command:
     kind: str  # "add" | "abort" | "call"
     args: tuple = ()
     future: concurrent.futures.Future | None = None
+
+    def cancelled(self) -> bool:
+        """The caller went away before the command ran (its asyncio task was cancelled)."""
+        return self.future is not None and self.future.cancelled()
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+        """Hand the result back, unless the caller has gone (a cancelled future takes no result)."""
+        if self.future is None:
+            return
+        try:
+            if error is None:
+                self.future.set_result(result)
+            else:
+                self.future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled meanwhile
 
 
 @dataclass
@@ -74,6 +100,8 @@ class AsyncEngine:
     clock_offset: float = 0.0  # time.perf_counter() - engine clock, set by start()
     _inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, init=False)
     _streams: dict[str, _Stream] = field(default_factory=dict, init=False)
+    on_dead: Callable[[str], None] | None = None  # called (on the engine thread) if the loop itself stops
+    dead: str | None = field(default=None, init=False)  # why the loop stopped, once it has
     _thread: threading.Thread | None = field(default=None, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
 
@@ -85,14 +113,24 @@ class AsyncEngine:
             self._thread = threading.Thread(target=self._run, name="minivllm-engine", daemon=True)
             self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """The engine thread is running and has not stopped on an error (``/health``)."""
+        return self.dead is None and self._thread is not None and self._thread.is_alive()
+
     def shutdown(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
 
+    def _check_alive(self) -> None:
+        if self.dead is not None:
+            raise EngineDeadError(f"the engine loop has stopped: {self.dead}")
+
     async def call(self, fn: Callable[[LLMEngine], Any]) -> Any:
         """Run ``fn(engine)`` on the engine thread between two steps; return its result (or raise)."""
+        self._check_alive()
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._inbox.put(_Command("call", (fn,), future))
         return await asyncio.wrap_future(future)
@@ -102,6 +140,7 @@ class AsyncEngine:
     ) -> AsyncIterator[Delta]:
         """Queue a request and yield its deltas; the engine's ValueError comes out of the first ``anext``.
         Leaving early (the client went away, or the task was cancelled) aborts the request."""
+        self._check_alive()
         arrival = time.perf_counter() - self.clock_offset
         stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), IncrementalDetokenizer(self.engine.tokenizer))
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -122,21 +161,28 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ engine thread
     def _run(self) -> None:
+        """The loop. A request's failure inside a step is the engine's to contain (it aborts that request
+        alone, ``minivllm.core.rollback``); anything that still escapes means the engine's own state is in
+        doubt: every stream gets the error, ``dead`` says why, and ``on_dead`` lets the server exit."""
         engine = self.engine
-        while not self._stop.is_set():
-            self._drain(block=not engine.has_unfinished_requests())
-            if not engine.has_unfinished_requests():
-                continue
-            try:
-                outputs = engine.step()
-            except Exception as e:  # a bug must not kill the server: fail the running requests, go on
-                logger.exception("engine step failed")
-                self._fail_all(f"engine step failed: {e!r}")
-                continue
-            for out in outputs:
-                self._dispatch(out)
-            self._bound_trace()
+        try:
+            while not self._stop.is_set():
+                self._drain(block=not engine.has_unfinished_requests())
+                if not engine.has_unfinished_requests():
+                    continue
+                for out in engine.step():
+                    self._dispatch(out)
+                self._bound_trace()
+        except BaseException as e:
+            logger.exception("the engine loop stopped")
+            self.dead = f"{type(e).__name__}: {e}"
+            self._fail_all(f"the engine loop stopped: {self.dead}")
+            self._fail_inbox()
+            if self.on_dead is not None:
+                self.on_dead(self.dead)
+            return
         self._fail_all("server shutting down")
+        self._fail_inbox()
 
     def _drain(self, block: bool) -> None:
         try:
@@ -151,7 +197,10 @@ class AsyncEngine:
                 return
 
     def _handle(self, cmd: _Command) -> None:
+        """Run one command. Its errors go back to its caller; a caller that has gone gets nothing."""
         engine = self.engine
+        if cmd.cancelled():
+            return  # e.g. a client that disconnected while its request was queued: never added
         try:
             if cmd.kind == "add":
                 request_id, ids, params, priority, arrival, stream = cmd.args
@@ -169,11 +218,18 @@ class AsyncEngine:
         except Exception as e:
             if cmd.future is None:
                 logger.exception("engine command %s failed", cmd.kind)
-            else:
-                cmd.future.set_exception(e)
+            cmd.settle(error=e)
             return
-        if cmd.future is not None:
-            cmd.future.set_result(result)
+        cmd.settle(result)
+
+    def _fail_inbox(self) -> None:
+        """Commands nobody will run any more: their callers get the reason instead of waiting forever."""
+        while True:
+            try:
+                cmd = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            cmd.settle(error=EngineDeadError(self.dead or "server shutting down"))
 
     def _dispatch(self, out: RequestOutput) -> None:
         stream = self._streams.get(out.request_id)
@@ -182,14 +238,19 @@ class AsyncEngine:
         new_ids = out.token_ids[stream.num_sent :]
         stream.num_sent = len(out.token_ids)
         text = stream.detokenizer.update(new_ids, finished=out.finished)
-        stream.put(Delta(text, new_ids, stream.num_sent, out.finished, out.finish_reason))
+        # An abort the engine decided (a failed step, a grammar that failed) carries its reason.
+        error = out.stop_reason if out.finish_reason == "abort" and isinstance(out.stop_reason, str) else None
+        stream.put(Delta(text, new_ids, stream.num_sent, out.finished, out.finish_reason, error=error))
         if out.finished:
             del self._streams[out.request_id]
             self.engine.outputs.pop(out.request_id, None)
 
     def _fail_all(self, message: str) -> None:
         for request_id, stream in list(self._streams.items()):
-            self.engine.abort_request(request_id)
+            try:
+                self.engine.abort_request(request_id)
+            except Exception:  # the engine may be what failed: the streams must end all the same
+                logger.exception("abort of %s failed", request_id)
             self.engine.outputs.pop(request_id, None)
             stream.put(Delta("", [], stream.num_sent, True, "abort", error=message))
         self._streams.clear()

@@ -17,11 +17,12 @@ these endpoints let a class watch the complaint of §11.1.1 happen and go away o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse
 
 from minivllm.engine.llm_engine import LLMEngine
@@ -35,7 +36,17 @@ PASSAGE = (
     "crossed the route they built arched bridges of stone. "
 )
 
+MAX_TRACE_PAGE = 1000  # requests per /admin/trace page
+MAX_STATE_STEPS = 1000  # steps per /admin/state
+
+
+def guarded(raw: Request) -> None:
+    """Every /admin route: the checks of ``admin_guard`` (host, origin, JSON, token, switched off)."""
+    raw.app.state.minivllm.admin_guard.check(raw)
+
+
 router = APIRouter()
+admin = APIRouter(dependencies=[Depends(guarded)])
 
 
 def _step_dict(step: Any) -> dict[str, Any]:
@@ -64,12 +75,12 @@ async def static_file(name: str) -> FileResponse:
     return FileResponse(path, headers={"Cache-Control": "no-cache"})
 
 
-@router.get("/admin/scheduling")
+@admin.get("/admin/scheduling")
 async def get_scheduling(raw: Request) -> dict[str, Any]:
     return await raw.app.state.minivllm.engine.call(_scheduling)
 
 
-@router.post("/admin/scheduling")
+@admin.post("/admin/scheduling")
 async def set_scheduling(raw: Request) -> dict[str, Any]:
     state = raw.app.state.minivllm
     try:
@@ -81,6 +92,7 @@ async def set_scheduling(raw: Request) -> dict[str, Any]:
     unknown = sorted(set(body) - set(SCHEDULING_FIELDS))
     if unknown:
         raise APIError(f"Unknown scheduler setting {unknown[0]!r}; allowed: {list(SCHEDULING_FIELDS)}.", unknown[0])
+    state.admin_limits.check(body)
 
     def apply(engine: LLMEngine) -> dict[str, Any]:
         changes = dict(body)
@@ -102,8 +114,11 @@ async def set_scheduling(raw: Request) -> dict[str, Any]:
         raise APIError(str(e), param=first if first in SCHEDULING_FIELDS else None) from e
 
 
-@router.get("/admin/state")
+@admin.get("/admin/state")
 async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
+    if not 0 <= last_steps <= MAX_STATE_STEPS:
+        raise APIError(f"last_steps must be in [0, {MAX_STATE_STEPS}], got {last_steps}.", "last_steps")
+
     def read(engine: LLMEngine) -> dict[str, Any]:
         kv = engine.scheduler.kv_cache_manager
         return {
@@ -117,20 +132,35 @@ async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
     return await raw.app.state.minivllm.engine.call(read)
 
 
-@router.get("/admin/trace")
-async def get_trace(raw: Request, request_ids: str | None = None) -> dict[str, Any]:
-    wanted = set(request_ids.split(",")) if request_ids else None
+@admin.get("/admin/trace")
+async def get_trace(raw: Request, request_ids: str | None = None, offset: int = 0,
+                    limit: int = 100) -> dict[str, Any]:  # fmt: skip
+    """The trace's requests, oldest first, one page of at most ``limit`` (``MAX_TRACE_PAGE``) from ``offset``
+    (``next_offset`` is the next page's, null after the last); ``request_ids=a,b`` picks requests by id."""
+    if not 1 <= limit <= MAX_TRACE_PAGE:
+        raise APIError(f"limit must be in [1, {MAX_TRACE_PAGE}], got {limit}.", "limit")
+    if offset < 0:
+        raise APIError(f"offset must be at least 0, got {offset}.", "offset")
+    wanted = request_ids.split(",") if request_ids else None
+    if wanted is not None and len(wanted) > MAX_TRACE_PAGE:
+        raise APIError(f"request_ids names at most {MAX_TRACE_PAGE} requests, got {len(wanted)}.", "request_ids")
 
     def read(engine: LLMEngine) -> dict[str, Any]:
         recs = engine.trace.requests
-        ids = [r for r in recs if wanted is None or r in wanted]
-        offset = time.perf_counter() - engine.clock.now()
-        return {"clock_offset": offset, "requests": {r: dataclasses.asdict(recs[r]) for r in ids}}
+        if wanted is not None:
+            ids, total = [r for r in wanted if r in recs], None
+        else:
+            total = len(recs)
+            ids = list(itertools.islice(recs, offset, offset + limit))
+        clock_offset = time.perf_counter() - engine.clock.now()
+        nxt = offset + limit if total is not None and offset + limit < total else None
+        return {"clock_offset": clock_offset, "total": total, "next_offset": nxt,
+                "requests": {r: dataclasses.asdict(recs[r]) for r in ids}}  # fmt: skip
 
     return await raw.app.state.minivllm.engine.call(read)
 
 
-@router.get("/admin/rag_prompt")
+@admin.get("/admin/rag_prompt")
 async def rag_prompt(raw: Request, num_tokens: int = 2000, seed: int = 0) -> dict[str, Any]:
     state = raw.app.state.minivllm
     limit = state.limits.max_model_len - 32

@@ -3,39 +3,85 @@
 Mirrors ``vllm/entrypoints/openai/protocol.py`` (CompletionRequest, ChatCompletionRequest, ErrorResponse)
 and the input checks of ``vllm/entrypoints/openai/serving_engine.py`` (``_validate_input``): the
 fields minivllm serves, vLLM's extra fields (``top_k``, ``ignore_eos``, ``min_tokens``,
-``stop_token_ids``), and a 4xx naming the field for everything it does not serve (``n > 1``,
-``best_of``, ``logprobs``, ``echo``, ``suffix``, penalties, ``logit_bias``, ``stop`` strings, tools).
-Unknown fields are ignored, as vLLM does.
+``stop_token_ids``, ``guided_choice``), and a 4xx naming the field for everything it does not serve
+(``n > 1``, ``best_of``, ``logprobs``, ``echo``, ``suffix``, penalties, ``logit_bias``, ``stop`` strings,
+tools). Integer fields are strict (JSON ``true`` is not 1, ``2.0`` is not 2), numbers must be finite
+(Python's JSON parser reads ``NaN`` and ``Infinity``), text must be valid Unicode (no lone surrogates).
+Unknown fields are accepted and logged as ignored, as vLLM does (``OpenAIBaseModel``'s
+``__log_extra_fields__``). ``install_error_handlers`` makes every error an OpenAI error body, as
+``vllm/entrypoints/openai/api_server.py`` does for validation errors.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from minivllm.sampling_params import SamplingParams
+
+logger = logging.getLogger("minivllm.entrypoints")
+SCALARS = (bool, int, float, str, type(None))
+# A float field: ints are fine (temperature 1), bools and strings are not, nor NaN / inf.
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class APIError(Exception):
     """An error that becomes an OpenAI-style JSON body: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
         super().__init__(message)
-        self.message, self.param, self.status = message, param, status
-        self.code = code or {400: "invalid_request_error", 404: "model_not_found"}.get(status, "server_error")
+        self.message, self.param, self.status, self.headers = message, param, status, headers
+        self.code = code or {404: "model_not_found"}.get(status, self.type)
 
     @property
     def type(self) -> str:
-        return {400: "invalid_request_error", 404: "invalid_request_error"}.get(self.status, "server_error")
+        return "invalid_request_error" if 400 <= self.status < 500 else "server_error"
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
+def _short(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages (ASCII: a lone surrogate is escaped)."""
+    text = ascii(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def unicode_problem(text: str, field: str) -> str | None:
+    """Why ``text`` cannot be encoded as UTF-8 (a lone surrogate such as "\\ud800"), as a message naming
+    ``field``; None when it is fine. The tokenizer would fail on it with a 500 otherwise."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (f"{field} is not valid Unicode: {e.reason} {text[e.start:e.start + 1]!r} at character {e.start}; "
+                "send UTF-8 text.")  # fmt: skip
+    return None
+
+
+def check_text(text: str, field: str) -> None:
+    """APIError (400, param ``field``) unless ``text`` is valid Unicode; called before the tokenizer sees it."""
+    problem = unicode_problem(text, field)
+    if problem:
+        raise APIError(problem, field)
+
+
+def _valid_text(value: Any, field: str) -> Any:
+    """For field validators: ValueError (a 400 through ``validation_error``) for a str or list[str] that is
+    not valid Unicode."""
+    for text in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+        if isinstance(text, str) and (problem := unicode_problem(text, field)):
+            raise ValueError(problem)
+    return value
+
+
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class _SamplingFields(BaseModel):
@@ -44,34 +90,56 @@ class _SamplingFields(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    n: int = 1
-    stream: bool = False
+    max_tokens: StrictInt | None = None
+    temperature: Number | None = None
+    top_p: Number | None = None
+    n: StrictInt = 1
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    seed: int | None = None
+    seed: StrictInt | None = None
     stop: str | list[str] | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: dict[str, float] | None = None
+    presence_penalty: Number = 0.0
+    frequency_penalty: Number = 0.0
+    logit_bias: dict[str, Number] | None = None
     user: str | None = None
     # vLLM's extra sampling fields (sent as extra_body by the OpenAI client)
-    top_k: int | None = None
-    min_tokens: int = 0
-    ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
-    priority: int = 0
+    top_k: StrictInt | None = None
+    min_tokens: StrictInt = 0
+    ignore_eos: StrictBool = False
+    stop_token_ids: list[StrictInt] | None = None
+    priority: StrictInt = 0
+    guided_choice: list[str] | None = None  # SamplingParams bounds its size
+
+    @field_validator("guided_choice")
+    @classmethod
+    def _guided_choice_text(cls, value: Any) -> Any:
+        if value is not None and not value:
+            raise ValueError("guided_choice must have at least 1 choice, got [].")
+        return _valid_text(value, "guided_choice")
 
 
 class CompletionRequest(_SamplingFields):
     """``POST /v1/completions``: ``prompt`` is a string or a list of token ids."""
 
-    prompt: str | list[int] | list[str] | list[list[int]]
-    best_of: int | None = None
-    logprobs: int | None = None
-    echo: bool = False
+    prompt: str | list[StrictInt] | list[str] | list[list[StrictInt]]
+    best_of: StrictInt | None = None
+    logprobs: StrictInt | None = None
+    echo: StrictBool = False
     suffix: str | None = None
+
+    @field_validator("prompt", mode="wrap")
+    @classmethod
+    def _prompt(cls, value: Any, handler: Any) -> Any:
+        """One clear message instead of one per member of the union."""
+        if not isinstance(value, (str, list)):
+            raise ValueError(f"prompt must be a string or a list of token ids, got {type(value).__name__}.")
+        try:
+            value = handler(value)
+        except ValidationError:
+            bad = next((t for t in value if isinstance(t, bool) or not isinstance(t, (int, str, list))), None)
+            got = f", got {_short(bad)} in the list" if bad is not None else ""
+            raise ValueError(f"prompt must be a string or a list of token ids (integers >= 0){got}.") from None
+        return _valid_text(value, "prompt")
 
 
 class ChatMessage(BaseModel):
@@ -80,14 +148,19 @@ class ChatMessage(BaseModel):
     role: str
     content: str | None = None
 
+    @field_validator("role", "content")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _valid_text(value, "messages")
+
 
 class ChatCompletionRequest(_SamplingFields):
     """``POST /v1/chat/completions``."""
 
     messages: list[ChatMessage]
-    max_completion_tokens: int | None = None
-    logprobs: bool = False
-    top_logprobs: int | None = None
+    max_completion_tokens: StrictInt | None = None
+    logprobs: StrictBool = False
+    top_logprobs: StrictInt | None = None
     tools: list[dict[str, Any]] | None = None
 
 
@@ -109,7 +182,18 @@ UNSUPPORTED = {  # field -> (is it set to something minivllm cannot do?, why)
 def check_unsupported(req: _SamplingFields) -> None:
     for name, (is_set, why) in UNSUPPORTED.items():
         if name in type(req).model_fields and is_set(getattr(req, name)):
-            raise APIError(f"{why}; got {name}={getattr(req, name)!r}.", param=name)
+            raise APIError(f"{why}; got {name}={_short(getattr(req, name), 200)}.", param=name)
+
+
+def ignored_fields(req: BaseModel) -> set[str]:
+    """The fields of the body that no model field took (pydantic's ``model_extra``), nested ones as
+    ``messages.name``: accepted and ignored, as vLLM does."""
+    extra = set(req.model_extra or {})
+    for name, value in req:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, BaseModel):
+                extra |= {f"{name}.{key}" for key in ignored_fields(item)}
+    return extra
 
 
 def completion_prompt(req: CompletionRequest, tokenizer: Any) -> tuple[list[int], str | None]:
@@ -118,6 +202,7 @@ def completion_prompt(req: CompletionRequest, tokenizer: Any) -> tuple[list[int]
     if isinstance(p, str):
         if tokenizer is None:
             raise APIError("This model has no tokenizer: send the prompt as a list of token ids.", "prompt")
+        check_text(p, "prompt")
         return list(tokenizer.encode(p)), p
     if p and not all(isinstance(t, int) for t in p):
         raise APIError("Batched prompts are not supported: send one prompt (a string or token ids).", "prompt")
@@ -132,11 +217,22 @@ class Limits:
     vocab_size: int | None
 
 
+def _max_tokens(req: _SamplingFields) -> tuple[str, int | None]:
+    """(the field that sets the output length, its value): chat's ``max_completion_tokens`` wins over the
+    deprecated ``max_tokens`` when sent, even as 0 (which is then refused, not ignored)."""
+    mct = getattr(req, "max_completion_tokens", None)
+    return ("max_completion_tokens", mct) if mct is not None else ("max_tokens", req.max_tokens)
+
+
 def build_sampling_params(req: _SamplingFields, num_prompt_tokens: int, limits: Limits, prompt_field: str,
                           default_max_tokens: int | None) -> SamplingParams:  # fmt: skip
     """SamplingParams for a validated request; prompt length and max_tokens are checked against max_model_len
-    as vLLM's ``_validate_input`` does (its error text)."""
+    as vLLM's ``_validate_input`` does (its error text), ``stop_token_ids`` against the vocabulary. Logs the
+    fields the request sent that nothing reads."""
     check_unsupported(req)
+    ignored = ignored_fields(req)
+    if ignored:
+        logger.warning("The following fields were present in the request but ignored: %s", ignored)
     mml = limits.max_model_len
     if num_prompt_tokens == 0:
         raise APIError("The prompt is empty; it needs at least 1 token.", prompt_field)
@@ -146,8 +242,7 @@ def build_sampling_params(req: _SamplingFields, num_prompt_tokens: int, limits: 
             f"{num_prompt_tokens} tokens; it must be shorter than {mml} to leave room for output.",
             prompt_field,
         )
-    max_tokens = getattr(req, "max_completion_tokens", None) or req.max_tokens
-    field = "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens"
+    field, max_tokens = _max_tokens(req)
     if max_tokens is None:
         max_tokens = default_max_tokens if default_max_tokens is not None else mml - num_prompt_tokens
     if max_tokens < 1:
@@ -160,14 +255,16 @@ def build_sampling_params(req: _SamplingFields, num_prompt_tokens: int, limits: 
             field,
         )
     kwargs: dict[str, Any] = dict(max_tokens=max_tokens, ignore_eos=req.ignore_eos, min_tokens=req.min_tokens)
-    for name in ("temperature", "top_p", "top_k", "seed", "stop_token_ids"):
+    for name in ("temperature", "top_p", "top_k", "seed", "stop_token_ids", "guided_choice"):
         if getattr(req, name) is not None:
             kwargs[name] = getattr(req, name)
     try:
-        return SamplingParams(**kwargs)
+        params = SamplingParams(**kwargs)
     except (ValueError, TypeError) as e:
         first = str(e).split(" ", 1)[0]
         raise APIError(str(e), param=first if first in kwargs else None) from e
+    check_stop_token_ids(params.stop_token_ids, limits)
+    return params
 
 
 def check_token_ids(ids: list[int], limits: Limits, prompt_field: str) -> None:
@@ -176,13 +273,83 @@ def check_token_ids(ids: list[int], limits: Limits, prompt_field: str) -> None:
         raise APIError(f"Token id {bad[0]} is out of range; allowed 0..{(limits.vocab_size or 1) - 1}.", prompt_field)
 
 
+def check_stop_token_ids(ids: list[int], limits: Limits) -> None:
+    """Stop ids must exist in the vocabulary, like prompt ids (the engine's ``add_request`` checks again)."""
+    bad = [t for t in ids if limits.vocab_size is not None and t >= limits.vocab_size]
+    if bad:
+        raise APIError(f"stop_token_ids entry {bad[0]} is out of range; allowed 0..{limits.vocab_size - 1}.",
+                       "stop_token_ids")  # fmt: skip
+
+
+def _got(err: dict[str, Any]) -> str:
+    value = err.get("input")
+    return f", got {_short(value)}" if isinstance(value, SCALARS) else ""
+
+
 def validation_error(errors: list[dict[str, Any]]) -> APIError:
     """A FastAPI RequestValidationError (malformed JSON, wrong types, missing fields) as an APIError."""
     if not errors:
         return APIError("Invalid request body.")
     err = errors[0]
-    loc = [str(x) for x in err.get("loc", ())[1:] if not isinstance(x, int) or err.get("type") != "json_invalid"]
-    if err.get("type") == "json_invalid":
+    kind = err.get("type")
+    loc = [str(x) for x in err.get("loc", ())[1:] if not isinstance(x, int) or kind != "json_invalid"]
+    if kind == "json_invalid":
         return APIError(f"Malformed JSON body: {err.get('msg', '')} ({err.get('ctx', {}).get('error', '')}).")
+    if not loc:  # the body as a whole
+        body = err.get("input")
+        if kind == "missing":
+            return APIError("The request body is empty; send a JSON object.")
+        if isinstance(body, (bytes, bytearray)):
+            return APIError("The request body is not JSON: send a JSON object with Content-Type: application/json.")
+        if kind in ("model_attributes_type", "dict_type", "model_type"):
+            return APIError(f"The request body must be a JSON object, got {type(body).__name__}.")
     param = loc[0] if loc else None
-    return APIError(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid value')}.", param=param)
+    if kind == "value_error" and "error" in err.get("ctx", {}):  # our validators' own message, naming the field
+        return APIError(f"{err['ctx']['error']}", param=param)
+    return APIError(f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid value')}{_got(err)}.", param=param)
+
+
+def error_response(err: APIError) -> Any:
+    """The JSON response of an APIError, as ASCII (a lone surrogate it quotes cannot make the error itself fail
+    to encode, as Starlette's JSONResponse would)."""
+    from starlette.responses import Response
+
+    body = json.dumps(err.body(), ensure_ascii=True).encode("ascii")
+    return Response(body, status_code=err.status, media_type="application/json", headers=err.headers)
+
+
+def http_error(method: str, path: str, status: int, detail: Any, headers: dict[str, str] | None) -> APIError:
+    """Starlette's HTTPException (404 unknown route, 405 wrong method, FastAPI's 400 for an undecodable body)
+    as an APIError."""
+    if status == 404:
+        return APIError(f"Not found: there is no route {path!r} ({method} {path}).", status=404, code="not_found")
+    if status == 405:
+        allowed = (headers or {}).get("allow") or (headers or {}).get("Allow") or ""
+        return APIError(f"Method {method} is not allowed on {path!r}" + (f"; allowed: {allowed}." if allowed else "."),
+                        status=405, code="method_not_allowed", headers=headers)  # fmt: skip
+    return APIError(str(detail), status=status, headers=headers)
+
+
+def install_error_handlers(app: Any) -> None:
+    """Every error as an OpenAI error body: APIError, RequestValidationError (bad bodies, 400) and Starlette's
+    HTTPException (404, 405, ...). vLLM's ``api_server.py`` maps RequestValidationError the same way."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def on_api_error(_: Any, e: APIError) -> Any:
+        return error_response(e)
+
+    async def on_bad_body(_: Any, e: RequestValidationError) -> Any:
+        return error_response(validation_error(list(e.errors())))
+
+    async def on_http_error(request: Any, e: HTTPException) -> Any:
+        err = http_error(request.method, request.url.path, e.status_code, e.detail, dict(e.headers or {}))
+        if e.status_code == 400 and e.__cause__ is not None:  # FastAPI's "There was an error parsing the body"
+            err.message = f"{e.detail}: {type(e.__cause__).__name__}: {e.__cause__}."
+        return error_response(err)
+
+    handlers: list[tuple[type[Exception], Callable[[Any, Any], Awaitable[Any]]]] = [
+        (APIError, on_api_error), (RequestValidationError, on_bad_body), (HTTPException, on_http_error),
+    ]  # fmt: skip
+    for exc, handler in handlers:
+        app.add_exception_handler(exc, handler)

@@ -21,14 +21,24 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.engine.stat_logger import PrometheusStatLogger
 from minivllm.entrypoints import demo_routes
-from minivllm.entrypoints.async_engine import AsyncEngine
-from minivllm.entrypoints.protocol import APIError, ChatCompletionRequest, CompletionRequest, Limits, validation_error
-from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE, ServerState, serve
+from minivllm.entrypoints.admin_guard import AdminGuard, AdminLimits, allowed_hosts
+from minivllm.entrypoints.async_engine import AsyncEngine, EngineDeadError
+from minivllm.entrypoints.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from minivllm.entrypoints.protocol import (
+    APIError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    Limits,
+    error_response,
+    install_error_handlers,
+)
+from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
 
 logger = logging.getLogger("minivllm.entrypoints")
 ENGINE_FLAGS: dict[str, Any] = {  # config field -> argparse type; None: --x / --no-x
@@ -39,12 +49,16 @@ ENGINE_FLAGS: dict[str, Any] = {  # config field -> argparse type; None: --x / -
 }  # fmt: skip
 
 
-def build_app(engine: AsyncEngine, model_name: str) -> FastAPI:
+def build_app(engine: AsyncEngine, model_name: str, admin_guard: AdminGuard | None = None,
+              max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:  # fmt: skip
     """The ASGI app around a (not yet started) AsyncEngine; the engine thread runs while the app does."""
     llm = engine.engine
     sc = llm.scheduler.scheduler_config
     limits = Limits(sc.max_model_len, llm.vocab_size)
-    state = ServerState(engine, model_name, limits, llm.tokenizer, int(time.time()))
+    admin_limits = AdminLimits.from_start(sc.max_num_batched_tokens, sc.max_num_seqs, sc.max_model_len)
+    state = ServerState(engine, model_name, limits, llm.tokenizer, int(time.time()), admin_limits,
+                        admin_guard=admin_guard or AdminGuard(),
+                        max_prompt_chars=max_prompt_chars(llm.tokenizer, sc.max_model_len))  # fmt: skip
     if sc.enable_chunked_prefill:
         state.chunked_budget = sc.max_num_batched_tokens
     if llm.tokenizer is not None and not getattr(llm.tokenizer, "chat_template", None):
@@ -59,18 +73,16 @@ def build_app(engine: AsyncEngine, model_name: str) -> FastAPI:
     app = FastAPI(title="minivllm", lifespan=lifespan)
     app.state.minivllm = state
 
-    @app.exception_handler(APIError)
-    async def api_error(_: Request, e: APIError) -> JSONResponse:
-        return JSONResponse(e.body(), status_code=e.status)
+    install_error_handlers(app)  # every error in the OpenAI shape: APIError, bad bodies, 404/405/413
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_body(_: Request, e: RequestValidationError) -> JSONResponse:
-        err = validation_error(list(e.errors()))
-        return JSONResponse(err.body(), status_code=err.status)
+    @app.exception_handler(EngineDeadError)
+    async def engine_dead(_: Request, e: EngineDeadError) -> JSONResponse:
+        return error_response(APIError(str(e), status=503, code="engine_dead"))
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        """200 while the engine loop runs; 503 once it has stopped (vLLM: EngineDeadError)."""
+        return Response(status_code=200 if engine.alive else 503)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -78,11 +90,16 @@ def build_app(engine: AsyncEngine, model_name: str) -> FastAPI:
                 "root": llm.config.model_config.model, "max_model_len": limits.max_model_len}  # fmt: skip
         return {"object": "list", "data": [card]}
 
+    stats = PrometheusStatLogger(model_name=model_name)
+    llm.trace.observers.append(stats)  # counters and histograms kept step by step: a scrape costs O(1)
+
+    def render(e: LLMEngine) -> str:
+        s = e.scheduler
+        return stats.render(len(s.running), len(s.waiting), s.kv_cache_manager.usage)  # live gauges
+
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
-        from minivllm.engine.prometheus import prometheus_text
-
-        text = await engine.call(lambda e: prometheus_text(e.trace, model_name=model_name))
+        text = await engine.call(render)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/v1/completions")
@@ -94,6 +111,8 @@ def build_app(engine: AsyncEngine, model_name: str) -> FastAPI:
         return await serve(state, raw, req)
 
     app.include_router(demo_routes.router)
+    app.include_router(demo_routes.admin)
+    app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
     return app
 
 
@@ -109,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument(flag_name(name), type=typ, default=None)
     p.add_argument("--max-trace-steps", type=int, default=20_000, help="bound on the steps the trace keeps")
+    p.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help="larger request bodies are refused (413) before they are read")  # fmt: skip
+    admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")
+    admin.add_argument("--disable-admin", action="store_true", help="switch /admin off (404)")
+    admin.add_argument("--admin-token", default=None,
+                       help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)")
+    admin.add_argument("--allowed-hosts", default=None,
+                       help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -116,7 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
     """Load the model (unless ``loaded`` is given), size max_model_len to it (as ``bench`` does), and build the
     engine (not started)."""
-    from minivllm.engine.llm_engine import LLMEngine
     from minivllm.executor.model_runner import ModelRunner, resolve_device
     from minivllm.model.loader import load_model, resolve_dtype
 
@@ -134,9 +160,21 @@ def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEn
     return AsyncEngine(llm, max_trace_steps=args.max_trace_steps)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_server(args: argparse.Namespace, engine: AsyncEngine, **config: Any) -> Any:
+    """The uvicorn server for ``serve``'s flags (``config`` overrides uvicorn settings, e.g. ``port=0``).
+    Streams still open at SIGTERM get 5 s, then the engine fails them ("server shutting down"); a dead
+    engine makes the server exit instead of lingering with a 503."""
     import uvicorn
 
+    guard = AdminGuard(not args.disable_admin, args.admin_token, allowed_hosts(args.allowed_hosts, args.host))
+    app = build_app(engine, args.served_model_name or args.model, guard, args.max_request_body_bytes)
+    settings = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(uvicorn.Config(app, **{**settings, **config}))
+    engine.on_dead = lambda why: setattr(server, "should_exit", True)
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
@@ -149,4 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     logger.info("serving %s on http://%s:%d (max_model_len %d, budget %d, chunked prefill %s, %d KV blocks)",
                 name, args.host, args.port, sc.max_model_len, sc.max_num_batched_tokens, sc.enable_chunked_prefill,
                 engine.engine.config.cache_config.num_gpu_blocks)  # fmt: skip
-    uvicorn.run(build_app(engine, name), host=args.host, port=args.port, log_level=args.log_level)
+    server = build_server(args, engine)
+    server.run()
+    if engine.dead is not None:
+        sys.exit(f"minivllm serve: the engine loop stopped: {engine.dead}")

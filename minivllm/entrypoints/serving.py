@@ -15,12 +15,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from minivllm.entrypoints.admin_guard import AdminGuard, AdminLimits
 from minivllm.entrypoints.async_engine import AsyncEngine, Delta
 from minivllm.entrypoints.protocol import (
     APIError,
@@ -43,12 +44,32 @@ class ServerState:
     limits: Limits
     tokenizer: Any
     created: int
+    admin_limits: AdminLimits
     chunked_budget: int = 256  # what the demo's "chunked" switch restores when the server started unchunked
+    admin_guard: AdminGuard = field(default_factory=AdminGuard)
+    max_prompt_chars: int | None = None  # longer text cannot fit in max_model_len tokens: refused untokenized
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
             raise APIError(f"The model `{model}` does not exist; this server serves `{self.model_name}`.",
                            param="model", status=404)  # fmt: skip
+
+
+def max_prompt_chars(tokenizer: Any, max_model_len: int) -> int | None:
+    """No token is longer than the vocabulary's longest entry (byte-level tokens: one character per byte),
+    so a text over max_model_len x that many characters cannot fit in max_model_len tokens."""
+    if tokenizer is None:
+        return None
+    return max_model_len * max(len(t) for t in tokenizer.get_vocab())
+
+
+def check_prompt_chars(state: ServerState, num_chars: int, field_name: str) -> None:
+    """Refuse a text prompt that is certainly too long before it is tokenized (which takes ~1 s per MB)."""
+    limit = state.max_prompt_chars
+    if limit is not None and num_chars > limit:
+        mml = state.limits.max_model_len
+        raise APIError(f"The {field_name} has {num_chars} characters; this model's maximum context length is {mml} "
+                       f"tokens, which no text over {limit} characters fits in.", field_name)  # fmt: skip
 
 
 def chat_prompt_ids(state: ServerState, req: ChatCompletionRequest) -> list[int]:
@@ -59,6 +80,7 @@ def chat_prompt_ids(state: ServerState, req: ChatCompletionRequest) -> list[int]
     messages = [{"role": m.role, "content": m.content or ""} for m in req.messages]
     if not messages:
         raise APIError("messages must not be empty.", "messages")
+    check_prompt_chars(state, sum(len(m["content"]) for m in messages), "messages")
     template = None if getattr(tok, "chat_template", None) else FALLBACK_CHAT_TEMPLATE
     text = tok.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=False)
     return list(tok.encode(text, add_special_tokens=False))
@@ -90,7 +112,13 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     state.check_model(req.model)
     chat = isinstance(req, ChatCompletionRequest)
     prompt_field = "messages" if chat else "prompt"
-    ids = chat_prompt_ids(state, req) if chat else completion_prompt(req, state.tokenizer)[0]
+    if not chat and isinstance(req.prompt, str):
+        check_prompt_chars(state, len(req.prompt), "prompt")
+    # Templating and tokenizing take time in proportion to the text: off the event loop, so streams go on.
+    if chat:
+        ids = await asyncio.to_thread(chat_prompt_ids, state, req)
+    else:
+        ids = (await asyncio.to_thread(completion_prompt, req, state.tokenizer))[0]
     check_token_ids(ids, state.limits, prompt_field)
     params = build_sampling_params(req, len(ids), state.limits, prompt_field, None if chat else 16)
     request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"

@@ -40,6 +40,13 @@ class FakeModelRunner:
             drafts[i] = (drafts[i] + 1) % self.vocab_size
         return drafts
 
+    def roll_back(self, num_tokens: dict[str, int]) -> None:
+        """Forget what a failed ``execute_model`` did to the mirror: each request's tokens back to the
+        scheduler's count (``minivllm.core.rollback``)."""
+        for req_id, n in num_tokens.items():
+            if req_id in self.tokens:
+                del self.tokens[req_id][n:]
+
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         for req_id in scheduler_output.finished_req_ids:
             self.tokens.pop(req_id, None)

@@ -18,6 +18,7 @@ from minivllm.attention.backend import get_attn_backend
 from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
 from minivllm.config import EngineConfig
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.core.rollback import RequestError
 from minivllm.executor.cpu_malloc import keep_freed_memory
 from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
 from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
@@ -118,9 +119,31 @@ class ModelRunner:
         return int(num_blocks)
 
     def initialize_kv_cache(self, num_blocks: int) -> None:
+        """Allocate the paged KV cache; one that cannot be allocated raises ValueError saying how many bytes
+        were asked for and which parameter to lower (vLLM's "not enough KV cache memory" error, at allocation)."""
         a = self.arch
         shape = (a.num_layers, 2, num_blocks, self.block_size, a.num_kv_heads, a.head_dim)
-        self.kv_caches = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        asked = num_blocks * self.block_bytes
+        on_cuda = self.device.type == "cuda"
+        if on_cuda:
+            available = torch.cuda.mem_get_info(self.device)[1]
+        else:
+            import os
+
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        problem = f"more than the device's {available} bytes in all" if asked > available else ""
+        if not problem:
+            try:
+                self.kv_caches = torch.zeros(shape, dtype=self.dtype, device=self.device)
+                return
+            except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
+                problem = f"the allocation failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        budget = "gpu_memory_utilization" if on_cuda else "kv_cache_memory_bytes"
+        raise ValueError(
+            f"num_gpu_blocks={num_blocks}: the KV cache asks for {asked} bytes ({asked / 2**30:.2f} GiB: "
+            f"{num_blocks} blocks of {self.block_bytes} bytes) on {self.device}, {problem}. Lower num_gpu_blocks, "
+            f"or leave it unset and lower {budget} (the KV cache is then sized from it)."
+        )
 
     @torch.inference_mode()
     def profile_run(self) -> None:
@@ -145,7 +168,7 @@ class ModelRunner:
                 list(new.prompt_token_ids),
                 len(new.prompt_token_ids),
                 new.sampling_params,
-                make_generator(new.sampling_params, self.device),
+                _attributed(new.req_id, make_generator, new.sampling_params, self.device),
                 list(new.block_ids),
                 new.num_computed_tokens,
             )
@@ -158,6 +181,13 @@ class ModelRunner:
             else:
                 state.block_ids.extend(cached.new_block_ids)
             state.num_computed_tokens = c
+
+    def roll_back(self, num_tokens: dict[str, int]) -> None:
+        """Forget what a failed ``execute_model`` did to the mirror: each request's tokens back to the
+        scheduler's count (``minivllm.core.rollback``)."""
+        for req_id, n in num_tokens.items():
+            if (state := self.requests.get(req_id)) is not None:
+                del state.token_ids[n:]
 
     def _forward(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         self.attn_backend.prepare(meta)
@@ -210,16 +240,12 @@ class ModelRunner:
             if state.num_computed_tokens + n - len(d) < len(state.token_ids):
                 continue  # still inside its prompt: no sample, generator untouched
             rows = logits[row_starts[i] : row_starts[i + 1]]
-            params = state.sampling_params
-            outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
-            apply_min_tokens(rows, outputs, [params] * rows.shape[0], eos)
-            allowed = out.grammar_allowed_token_ids.get(state.req_id)
-            if allowed is not None:
-                mask = torch.full_like(rows, float("-inf"))
-                mask[:, allowed] = 0.0
-                rows += mask
-            if d:
-                sampled[i] = verify_drafts(rows, d, params, state.generator or self.default_generator)
+            try:
+                drafted = self._prepare_rows(rows, state, d, out.grammar_allowed_token_ids.get(state.req_id), eos)
+            except Exception as e:  # this request's own parameters failed: only it fails
+                raise RequestError(state.req_id, f"sampling failed: {type(e).__name__}: {e}") from e
+            if drafted is not None:
+                sampled[i] = drafted
             else:
                 plain.append(i)
         if plain:
@@ -229,3 +255,24 @@ class ModelRunner:
             for i, token in zip(plain, self.sampler(rows, params, generators).tolist()):
                 sampled[i] = [token]
         return sampled
+
+    def _prepare_rows(self, rows, state, drafts, allowed, eos) -> list[int] | None:
+        """One request's logits rows in place: min_tokens, grammar mask; its verified drafts, if it has some."""
+        params = state.sampling_params
+        outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
+        apply_min_tokens(rows, outputs, [params] * rows.shape[0], eos)
+        if allowed is not None:
+            mask = torch.full_like(rows, float("-inf"))
+            mask[:, allowed] = 0.0
+            rows += mask
+        if drafts:
+            return verify_drafts(rows, drafts, params, state.generator or self.default_generator)
+        return None
+
+
+def _attributed(req_id: str, fn, *args):
+    """``fn(*args)``, with any failure turned into a RequestError that names ``req_id``."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise RequestError(req_id, f"{type(e).__name__}: {e}") from e

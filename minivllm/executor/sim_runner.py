@@ -67,6 +67,9 @@ class SimRunner:
     def initialize_kv_cache(self, num_blocks: int) -> None:
         """Nothing to allocate: the simulator holds no tensors."""
 
+    def roll_back(self, num_tokens: dict[str, int]) -> None:
+        self.tokens.roll_back(num_tokens)
+
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         dt = self.cost_model.step_time(step_shape(scheduler_output))
         result = self.tokens.execute_model(scheduler_output)

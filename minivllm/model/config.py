@@ -48,8 +48,11 @@ class LlamaArchConfig:
         return self.num_kv_heads * self.head_dim
 
     @classmethod
-    def from_dict(cls, cfg: dict[str, Any]) -> LlamaArchConfig:
-        """Build from a ``config.json`` dict; raises ``ValueError`` for an unsupported architecture."""
+    def from_dict(cls, cfg: dict[str, Any], source: str = "config.json") -> LlamaArchConfig:
+        """Build from a ``config.json`` dict; raises ``ValueError`` for an unsupported architecture and for a
+        required field that is missing or not a positive integer (naming ``source``, the file, and the field)."""
+        if not isinstance(cfg, dict):
+            raise ValueError(f"{source} must hold a JSON object, got {type(cfg).__name__}.")
         archs = cfg.get("architectures") or []
         arch = archs[0] if archs else _ARCH_BY_MODEL_TYPE.get(cfg.get("model_type", ""), "")
         if arch not in SUPPORTED_ARCHITECTURES:
@@ -57,6 +60,7 @@ class LlamaArchConfig:
                 f"Unsupported architecture {arch or cfg.get('model_type')!r}; "
                 f"minivllm supports: {', '.join(SUPPORTED_ARCHITECTURES)}."
             )
+        _check_required(cfg, source)
         num_heads = cfg["num_attention_heads"]
         head_dim = cfg.get("head_dim") or cfg["hidden_size"] // num_heads
         theta, scaling = _rope_from_dict(cfg)
@@ -90,8 +94,33 @@ class LlamaArchConfig:
         path = os.path.join(folder, "config.json")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"No config.json in model folder {folder!r} (expected an HF model folder).")
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
+        with open(path, encoding="utf-8") as f:
+            try:
+                cfg = json.load(f)
+            except ValueError as e:
+                raise ValueError(f"{path} is not valid JSON: {e}.") from e
+        return cls.from_dict(cfg, source=path)
+
+
+# The config.json fields from_dict cannot default, as vLLM's model code reads them from the HF config.
+REQUIRED_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+POSITIVE_INT_FIELDS = REQUIRED_FIELDS + ("num_key_value_heads", "head_dim", "max_position_embeddings")
+
+
+def _check_required(cfg: dict[str, Any], source: str) -> None:
+    """ValueError naming the file and the field when a required field is missing, or a size is not an int >= 1."""
+    missing = [name for name in REQUIRED_FIELDS if name not in cfg]
+    if missing:
+        raise ValueError(
+            f"{source} is missing the required field {missing[0]!r} (a Llama / Qwen2 / Mistral config.json "
+            f"needs {', '.join(REQUIRED_FIELDS)})."
+        )
+    for name in POSITIVE_INT_FIELDS:
+        value = cfg.get(name)
+        if not value and name not in REQUIRED_FIELDS:  # absent, null or 0: from_dict's fallback applies
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{source}: field {name!r} must be an integer >= 1, got {value!r}.")
 
 
 _ARCH_BY_MODEL_TYPE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}

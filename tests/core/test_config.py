@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig, flag_name
+from minivllm.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig, SpeculativeConfig, flag_name
 from minivllm.sampling_params import SamplingParams
 
 
@@ -84,3 +84,52 @@ def test_engine_config_from_vllm_flat_names():
     with pytest.raises(ValueError, match="Unknown engine argument 'max_batch'"):
         EngineConfig.from_kwargs(max_batch=3)
     assert flag_name("long_prefill_token_threshold") == "--long-prefill-token-threshold"
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [
+        (SchedulerConfig, dict(max_num_seqs=True), "max_num_seqs must be an integer, got True"),
+        (SchedulerConfig, dict(max_num_batched_tokens=False), "max_num_batched_tokens must be an integer, got False"),
+        (SchedulerConfig, dict(max_model_len="8k", enable_chunked_prefill=False), "max_model_len must be an integer"),
+        (SchedulerConfig, dict(max_model_len=True), "max_model_len must be an integer, got True"),
+        (SchedulerConfig, dict(enable_chunked_prefill=1), "enable_chunked_prefill must be True or False, got 1"),
+        (SchedulerConfig, dict(long_prefill_token_threshold=1.5), "long_prefill_token_threshold must be an integer"),
+        (SchedulerConfig, dict(policy=["fcfs"]), r"policy must be one of \('fcfs', 'priority'\), got \['fcfs'\]"),
+        (CacheConfig, dict(block_size=True), r"block_size must be one of \(1, 8, .*\), got True"),
+        (CacheConfig, dict(block_size=16.0), r"block_size must be one of \(1, 8, .*\), got 16.0"),
+        (CacheConfig, dict(num_gpu_blocks=True), "num_gpu_blocks must be an integer, got True"),
+        (CacheConfig, dict(enable_prefix_caching="yes"), "enable_prefix_caching must be True or False, got 'yes'"),
+        (CacheConfig, dict(gpu_memory_utilization=True), r"gpu_memory_utilization must be a number in \(0, 1\]"),
+        (CacheConfig, dict(gpu_memory_utilization="0.9"), r"gpu_memory_utilization must be a number in \(0, 1\]"),
+        (CacheConfig, dict(gpu_memory_utilization=float("nan")), "gpu_memory_utilization must be in .*, got nan"),
+        (CacheConfig, dict(kv_cache_memory_bytes=True), "kv_cache_memory_bytes must be an integer, got True"),
+        (CacheConfig, dict(kv_cache_memory_bytes=1e9), "kv_cache_memory_bytes must be an integer, got 1000000000.0"),
+        (CacheConfig, dict(prefix_caching_hash_algo=None), "prefix_caching_hash_algo must be 'builtin' or 'sha256'"),
+        (ModelConfig, dict(model=""), "model must be a non-empty string"),
+        (ModelConfig, dict(model=None), "model must be a non-empty string"),
+        (ModelConfig, dict(dtype="int8"), r"dtype must be one of \('auto', 'float32', .*\), got 'int8'"),
+        (ModelConfig, dict(device="gpu"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N' \(N >= 0\), got 'gpu'"),
+        (ModelConfig, dict(device="cuda:x"), "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+        (ModelConfig, dict(attention_backend=3), "attention_backend must be a non-empty string"),
+        (ModelConfig, dict(cpu_gemm=["torch"]), "cpu_gemm must be one of"),
+        (ModelConfig, dict(seed=True), "seed must be an integer, got True"),
+        (ModelConfig, dict(seed=2**64), r"seed must be in \[-9223372036854775808, 18446744073709551615\], got"),
+        (SpeculativeConfig, dict(num_speculative_tokens=True), "num_speculative_tokens must be an integer, got True"),
+    ],
+)
+def test_every_engine_config_field_is_type_and_range_checked(cls, kwargs, message):
+    """A bool is not an int, 16.0 is not a block size, NaN is not a fraction: each names its parameter first."""
+    with pytest.raises(ValueError, match=message) as info:
+        cls(**kwargs)
+    assert str(info.value).split(" ", 1)[0] == next(iter(kwargs))
+
+
+def test_valid_model_configs_are_accepted_and_dtype_names_match_the_loader():
+    from minivllm.config import DTYPE_NAMES
+    from minivllm.model.loader import DTYPES
+
+    assert set(DTYPE_NAMES) == {"auto", *DTYPES}
+    for kwargs in (dict(device="cuda:1"), dict(device="cpu", dtype="BF16"), dict(seed=2**64 - 1), dict(seed=-1)):
+        ModelConfig(**kwargs)
+    assert CacheConfig(gpu_memory_utilization=1).gpu_memory_utilization == 1

@@ -21,19 +21,17 @@ pytest.importorskip("uvicorn")
 class Server:
     base_url: str
     engine: Any  # the AsyncEngine; tests only read it between requests (via /admin/*) or after idle
+    thread: threading.Thread | None = None  # the one uvicorn runs in
 
 
 @contextmanager
 def running_server(model: str, *flags: str, loaded: Any = None) -> Iterator[Server]:
     """``python -m minivllm serve --model MODEL FLAGS`` in this process, on a free loopback port."""
-    import uvicorn
-
     from minivllm.entrypoints import server
 
     args = server.build_parser().parse_args(["--model", model, *flags])
     engine = server.build_engine(args, loaded)
-    app = server.build_app(engine, args.served_model_name or model)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    srv = server.build_server(args, engine, port=0, log_level="warning")
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -42,7 +40,7 @@ def running_server(model: str, *flags: str, loaded: Any = None) -> Iterator[Serv
         time.sleep(0.01)
     port = srv.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Server(f"http://127.0.0.1:{port}", engine)
+        yield Server(f"http://127.0.0.1:{port}", engine, thread)
     finally:
         srv.should_exit = True
         thread.join(timeout=15)
