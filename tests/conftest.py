@@ -93,6 +93,14 @@ def tiny_mistral(tmp_path_factory: pytest.TempPathFactory) -> str:
     return save_tiny_model(str(tmp_path_factory.mktemp("tiny_mistral")), "mistral")
 
 
+@pytest.fixture(scope="module")
+def tiny(tiny_qwen2):
+    """The tiny Qwen2 loaded once per test module (a module may switch its CPU GEMM: not shared wider)."""
+    from minivllm.model.loader import load_model
+
+    return load_model(tiny_qwen2)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """The default model, loaded once per session (the first ever load builds the cache, ~25 s)."""

@@ -95,7 +95,7 @@ class AsyncEngine:
     """Owns the engine thread. ``start()`` once, then ``generate()`` from any asyncio loop."""
 
     engine: LLMEngine
-    max_trace_steps: int = 20_000
+    max_trace_steps: int = 4_000
     idle_poll_s: float = 0.05
     clock_offset: float = 0.0  # time.perf_counter() - engine clock, set by start()
     _inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, init=False)

@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(flag_name(name), action=argparse.BooleanOptionalAction, default=None)
         else:
             p.add_argument(flag_name(name), type=typ, default=None)
-    p.add_argument("--max-trace-steps", type=int, default=20_000, help="bound on the steps the trace keeps")
+    p.add_argument("--max-trace-steps", type=int, default=4_000,
+                   help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)")
     p.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                    help="larger request bodies are refused (413) before they are read")  # fmt: skip
     admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")

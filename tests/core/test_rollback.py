@@ -9,6 +9,7 @@ block whose KV the failed step did not write.
 from __future__ import annotations
 
 import pytest
+from tiny_engine import make_engine
 
 from minivllm import LLM, SamplingParams
 from minivllm.config import EngineConfig
@@ -16,22 +17,13 @@ from minivllm.core.rollback import RequestError
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.executor import model_runner as model_runner_module
 from minivllm.executor.fake_runner import FakeModelRunner
-from minivllm.executor.model_runner import ModelRunner
-from minivllm.model.loader import load_model
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
 SHARED = list(range(3, 40))  # 37 tokens: two full blocks of 16 shared by every prompt
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_qwen2):
-    return load_model(tiny_qwen2)
-
-
 def real_engine(loaded, **kwargs) -> LLMEngine:
-    kwargs = dict(dict(max_num_batched_tokens=24, max_num_seqs=4, max_model_len=256, num_gpu_blocks=40), **kwargs)
-    config = EngineConfig.from_kwargs(model=loaded.hf_folder, device="cpu", **kwargs)
-    return LLMEngine(config, executor=ModelRunner(config, loaded))
+    return make_engine(loaded, **{**dict(max_num_batched_tokens=24, num_gpu_blocks=40), **kwargs})
 
 
 def fake_engine(**kwargs) -> LLMEngine:
@@ -171,7 +163,7 @@ def test_lowering_max_num_seqs_lets_the_running_set_drain():
 
 
 def test_llm_generate_interrupted_leaves_no_request_behind(tiny):
-    llm = LLM(tiny.hf_folder, executor=None, device="cpu", num_gpu_blocks=40, max_model_len=256)
+    llm = LLM(tiny.hf_folder, device="cpu", num_gpu_blocks=40, max_model_len=256)
     calls = []
 
     def interrupt(out) -> None:
@@ -186,3 +178,14 @@ def test_llm_generate_interrupted_leaves_no_request_behind(tiny):
     pool = llm.engine.scheduler.kv_cache_manager.block_pool
     assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1
     assert [len(o.token_ids) for o in llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)] == [6]
+
+
+def test_llm_generate_after_an_engine_exception_serves_the_next_call(tiny):
+    """Finding 4 of the server issue: after one failed step, the next LLM.generate used to spin forever."""
+    llm = LLM(tiny.hf_folder, device="cpu", num_gpu_blocks=40, max_model_len=256)
+    llm.engine.fault_hook = lambda out: (_ for _ in ()).throw(OverflowError("int too big to convert"))
+    (failed,) = llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)
+    assert failed.finish_reason == "abort" and "OverflowError" in failed.stop_reason
+    llm.engine.fault_hook = None
+    (ok,) = llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)
+    assert ok.finish_reason == "length" and len(ok.token_ids) == 6

@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tiny_engine import make_engine
 
 from minivllm import LLM, SamplingParams
-from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
-from minivllm.model.loader import load_model
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_qwen2):
-    return load_model(tiny_qwen2)
-
-
-def make_engine(loaded, **kwargs) -> LLMEngine:
-    kwargs = dict(dict(max_num_batched_tokens=32, max_num_seqs=4, max_model_len=256, num_gpu_blocks=64), **kwargs)
-    config = EngineConfig.from_kwargs(model=loaded.hf_folder, device="cpu", **kwargs)
-    return LLMEngine(config, executor=ModelRunner(config, loaded))
 
 
 def free_blocks(engine: LLMEngine) -> int:

@@ -82,3 +82,18 @@ def test_disable_admin(tiny_qwen2):
         assert resp.status_code == 404 and "--disable-admin" in resp.json()["error"]["message"]
         assert post(srv.base_url, '{"max_num_seqs": 2}').status_code == 404
         assert httpx.post(f"{srv.base_url}/v1/completions", json={"prompt": "the", "max_tokens": 2}).status_code == 200
+
+
+def test_admin_trace_is_paginated_and_bounded(server):
+    for i in range(5):
+        httpx.post(f"{server}/v1/completions", json={"prompt": "the cat", "max_tokens": 2, "user": str(i)})
+    first = httpx.get(f"{server}/admin/trace", params={"limit": 2}).json()
+    assert len(first["requests"]) == 2 and first["next_offset"] == 2 and first["total"] >= 5
+    pages, offset = [], 0
+    while offset is not None:
+        page = httpx.get(f"{server}/admin/trace", params={"limit": 2, "offset": offset}).json()
+        pages += list(page["requests"])
+        offset = page["next_offset"]
+    assert len(pages) == first["total"] == len(set(pages))
+    assert httpx.get(f"{server}/admin/trace", params={"limit": 5000}).json()["error"]["param"] == "limit"
+    assert httpx.get(f"{server}/admin/state", params={"last_steps": 10**6}).json()["error"]["param"] == "last_steps"

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from minivllm.config import EngineConfig, ModelConfig
-from minivllm.model.cpu_gemm import PackedLinear, onednn_supports, resolve_cpu_gemm, set_cpu_gemm
+from minivllm.model.cpu_gemm import ROW_BUCKET, PackedLinear, onednn_supports, resolve_cpu_gemm, set_cpu_gemm
 
 needs_onednn = pytest.mark.skipif(not onednn_supports(torch.float32), reason="no oneDNN fp32 linear on this CPU")
 
@@ -27,6 +27,33 @@ def test_packed_linear_matches_float64(rows, bias):
     # fp32 arithmetic, another summation order: both within a few ulps of the exact result.
     assert (packed.double() - exact).abs().max() < 1e-4
     assert (plain.double() - exact).abs().max() < 1e-4
+
+
+@needs_onednn
+@pytest.mark.parametrize(("out_features", "in_features"), [(576, 576), (192, 576), (1536, 576), (576, 1536)])
+def test_bucketed_rows_give_the_same_bits_and_few_shapes(monkeypatch, out_features, in_features):
+    """Rows are padded to a multiple of ROW_BUCKET (oneDNN keeps one compiled kernel per shape): each row's
+    result is bit for bit what an unpadded call gives, and 1..64 rows meet only 64 / ROW_BUCKET shapes."""
+    torch.manual_seed(out_features + in_features)
+    linear = PackedLinear(nn.Linear(in_features, out_features))
+    x = torch.randn(64, in_features)
+    op = torch.ops.mkldnn._linear_pointwise.default
+    seen = set()
+    real_op = torch.ops.mkldnn._linear_pointwise
+
+    class Spy:
+        @staticmethod
+        def default(inp, *args):
+            seen.add(tuple(inp.shape))
+            return op(inp, *args)
+
+    with torch.inference_mode():
+        unpadded = {m: op(x[:m], linear.packed_weight, linear.bias, "none", [], "") for m in range(1, 65)}
+        monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", Spy)
+        padded = {m: linear(x[:m]) for m in range(1, 65)}
+        monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", real_op)
+    assert all(torch.equal(padded[m], unpadded[m]) and padded[m].shape == (m, out_features) for m in padded)
+    assert seen == {(ROW_BUCKET * k, in_features) for k in range(1, 64 // ROW_BUCKET + 1)}
 
 
 class TiedToy(nn.Module):

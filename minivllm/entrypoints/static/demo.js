@@ -19,9 +19,13 @@ window.demo = demo;
 const $ = (id) => document.getElementById(id);
 const now = () => (performance.now() - T0) / 1000;
 
+// A server started with --admin-token T is opened as /?admin_token=T; /admin/* calls then carry the token.
+const ADMIN_TOKEN = new URLSearchParams(location.search).get("admin_token");
+
 async function api(path, body) {
-  const init = body === undefined ? {} : {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  const headers = ADMIN_TOKEN ? { Authorization: `Bearer ${ADMIN_TOKEN}` } : {};
+  const init = body === undefined ? { headers } : {
+    method: "POST", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) };
   const r = await fetch(path, init);
   const data = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error((data.error && data.error.message) || r.statusText);
