@@ -39,7 +39,7 @@ def test_a_30_mb_prompt_is_refused_before_it_is_read(server):
     send = lambda c: c.post(f"{server}/v1/completions", content=huge, headers={"Content-Type": "application/json"})  # noqa: E731
     resp, took, gap = asyncio.run(refused_beside_a_stream(server, send))
     assert resp.status_code == 413 and "1000000 bytes" in resp.json()["error"]["message"]
-    assert took < 1.0 and gap < 0.5
+    assert took < 5.0 and gap < 2.5  # a bound on the pathology (37 s before), not a speed goal
     wait_idle(server)
 
 
@@ -64,5 +64,5 @@ def test_a_text_that_cannot_fit_max_model_len_is_refused_untokenized(server, rou
     resp, took, gap = asyncio.run(refused_beside_a_stream(server, send))
     err = resp.json()["error"]
     assert resp.status_code == 400 and err["param"] == ("prompt" if route == "completions" else "messages")
-    assert "maximum context length is 256" in err["message"]
-    assert took < 1.0 and gap < 0.5
+    assert "maximum context length is 256" in err["message"] and "800000 characters" in err["message"]  # untokenized
+    assert took < 5.0 and gap < 2.5  # a bound on the pathology (37 s before), not a speed goal
