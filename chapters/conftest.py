@@ -8,6 +8,8 @@ notebook prints the numbers it relies on as plain text, which nbval does compare
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -37,6 +39,7 @@ def pytest_collection_finish(session):
     a shuffled run) the first notebook to load it would otherwise show the one-off conversion's progress
     bar as an extra output. Build the cache here, before any notebook runs."""
     if not session.config.option.collectonly and any(str(i.path).endswith(".ipynb") for i in session.items):
-        from minivllm.model.loader import smollm2_folder
-
-        smollm2_folder()
+        # In a child process: importing the loader here would import triton in compiled mode, which sends
+        # the Triton interpreter tests to their fresh-process rerun (tests/attention/test_triton_backend.py).
+        code = "from minivllm.model.loader import smollm2_folder; smollm2_folder()"
+        subprocess.run([sys.executable, "-c", code], check=True)
