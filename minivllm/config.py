@@ -14,6 +14,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from minivllm.sampling_params import SEED_MAX, SEED_MIN  # the model seed goes to torch.Generator too
+
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048  # vllm/config.py _DEFAULT_MAX_NUM_BATCHED_TOKENS
 DEFAULT_MAX_NUM_SEQS = 128
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -22,8 +24,6 @@ SCHEDULING_POLICIES = ("fcfs", "priority")
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 
-# The model seed goes to torch.Generator.manual_seed, which takes [-2**63, 2**64 - 1] (as SamplingParams.seed).
-SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 # ModelConfig.dtype: "auto" or a name model/loader.py's DTYPES maps to a torch dtype (any case).
 DTYPE_NAMES = ("auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half")
 
@@ -77,7 +77,6 @@ class SchedulerConfig:
         _check_int("max_num_seqs", self.max_num_seqs, 1)
         _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
         _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, self.max_model_len)
-        _check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
         if not isinstance(self.policy, str) or self.policy not in SCHEDULING_POLICIES:
             raise ValueError(f"policy must be one of {SCHEDULING_POLICIES}, got {self.policy!r}.")
         if self.max_num_batched_tokens < self.max_model_len and not self.enable_chunked_prefill:

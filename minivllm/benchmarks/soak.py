@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from minivllm.engine.metrics import percentile
+
 GOOD = ["What is the capital of France?", "Name three colours.", "Count from one to five.",
         "Say hello in Spanish.", "What is two plus two?", "Write one word about the sea."]  # fmt: skip
 BAD = [
@@ -36,11 +38,6 @@ BAD = [
 def rss_mib(pid: int | str = "self") -> float:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
-
-
-def percentile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q / 100 * len(xs)))] if xs else float("nan")
 
 
 @dataclass

@@ -155,6 +155,12 @@ class KVCacheManager:
         self.block_pool.free_blocks(reversed(blocks) if self.enable_caching else blocks)
         self.num_cached_block.pop(request.request_id, None)
 
+    def uncache_blocks(self, request_id: str, num_computed_tokens: int) -> None:
+        """Forget the hashes of the request's blocks from the one holding token ``num_computed_tokens`` on:
+        a failed step registered them in the cache but never wrote their KV (``minivllm.core.rollback``)."""
+        for block in self.req_to_blocks.get(request_id, [])[num_computed_tokens // self.block_size :]:
+            self.block_pool._maybe_evict_cached_block(block)
+
     def free_block_hashes(self, request: Request) -> None:
         """Forget a finished request's hashes (kept across preemption for recovery)."""
         self.req_to_block_hashes.pop(request.request_id, None)

@@ -45,12 +45,8 @@ def culprits(out: SchedulerOutput, error: Exception) -> list[str]:
 
 def roll_back_step(scheduler, out: SchedulerOutput, failed: list[str], reason: str) -> list[str]:
     """Undo ``out`` on ``scheduler`` (see the module docstring); return the ids that were re-queued."""
-    kv = scheduler.kv_cache_manager
-    before = out.num_computed_tokens
-    for req_id in out.num_scheduled_tokens:
-        blocks = kv.req_to_blocks.get(req_id, [])
-        for block in blocks[before[req_id] // kv.block_size :]:
-            kv.block_pool._maybe_evict_cached_block(block)
+    for req_id, num_computed in out.num_computed_tokens.items():
+        scheduler.kv_cache_manager.uncache_blocks(req_id, num_computed)
     scheduler.finished_req_ids |= set(out.finished_req_ids)  # the runner may not have seen them
     scheduler.preempted_since_last_step |= set(out.preempted_req_ids)
     for req_id in failed:

@@ -176,13 +176,10 @@ class AsyncEngine:
         except BaseException as e:
             logger.exception("the engine loop stopped")
             self.dead = f"{type(e).__name__}: {e}"
-            self._fail_all(f"the engine loop stopped: {self.dead}")
-            self._fail_inbox()
-            if self.on_dead is not None:
-                self.on_dead(self.dead)
-            return
-        self._fail_all("server shutting down")
+        self._fail_all("server shutting down" if self.dead is None else f"the engine loop stopped: {self.dead}")
         self._fail_inbox()
+        if self.dead is not None and self.on_dead is not None:
+            self.on_dead(self.dead)
 
     def _drain(self, block: bool) -> None:
         try:

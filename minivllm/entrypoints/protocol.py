@@ -263,22 +263,15 @@ def build_sampling_params(req: _SamplingFields, num_prompt_tokens: int, limits: 
     except (ValueError, TypeError) as e:
         first = str(e).split(" ", 1)[0]
         raise APIError(str(e), param=first if first in kwargs else None) from e
-    check_stop_token_ids(params.stop_token_ids, limits)
+    check_token_ids(params.stop_token_ids, limits, "stop_token_ids", "stop_token_ids entry")
     return params
 
 
-def check_token_ids(ids: list[int], limits: Limits, prompt_field: str) -> None:
+def check_token_ids(ids: list[int], limits: Limits, field: str, what: str = "Token id") -> None:
+    """Token ids (of the prompt, or ``stop_token_ids``) must exist in the vocabulary; APIError naming ``field``."""
     bad = [t for t in ids if t < 0 or (limits.vocab_size is not None and t >= limits.vocab_size)]
     if bad:
-        raise APIError(f"Token id {bad[0]} is out of range; allowed 0..{(limits.vocab_size or 1) - 1}.", prompt_field)
-
-
-def check_stop_token_ids(ids: list[int], limits: Limits) -> None:
-    """Stop ids must exist in the vocabulary, like prompt ids (the engine's ``add_request`` checks again)."""
-    bad = [t for t in ids if limits.vocab_size is not None and t >= limits.vocab_size]
-    if bad:
-        raise APIError(f"stop_token_ids entry {bad[0]} is out of range; allowed 0..{limits.vocab_size - 1}.",
-                       "stop_token_ids")  # fmt: skip
+        raise APIError(f"{what} {bad[0]} is out of range; allowed 0..{(limits.vocab_size or 1) - 1}.", field)
 
 
 def _got(err: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ and its generator is not advanced.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -128,8 +129,6 @@ class ModelRunner:
         if on_cuda:
             available = torch.cuda.mem_get_info(self.device)[1]
         else:
-            import os
-
             available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         problem = f"more than the device's {available} bytes in all" if asked > available else ""
         if not problem:
@@ -168,7 +167,7 @@ class ModelRunner:
                 list(new.prompt_token_ids),
                 len(new.prompt_token_ids),
                 new.sampling_params,
-                _attributed(new.req_id, make_generator, new.sampling_params, self.device),
+                _attributed(new.req_id, "", make_generator, new.sampling_params, self.device),
                 list(new.block_ids),
                 new.num_computed_tokens,
             )
@@ -240,10 +239,8 @@ class ModelRunner:
             if state.num_computed_tokens + n - len(d) < len(state.token_ids):
                 continue  # still inside its prompt: no sample, generator untouched
             rows = logits[row_starts[i] : row_starts[i + 1]]
-            try:
-                drafted = self._prepare_rows(rows, state, d, out.grammar_allowed_token_ids.get(state.req_id), eos)
-            except Exception as e:  # this request's own parameters failed: only it fails
-                raise RequestError(state.req_id, f"sampling failed: {type(e).__name__}: {e}") from e
+            allowed = out.grammar_allowed_token_ids.get(state.req_id)
+            drafted = _attributed(state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, allowed, eos)
             if drafted is not None:
                 sampled[i] = drafted
             else:
@@ -270,9 +267,10 @@ class ModelRunner:
         return None
 
 
-def _attributed(req_id: str, fn, *args):
-    """``fn(*args)``, with any failure turned into a RequestError that names ``req_id``."""
+def _attributed(req_id: str, prefix: str, fn, *args):
+    """``fn(*args)``: this request's own work, so any failure becomes a RequestError naming ``req_id``
+    (only it fails; ``minivllm.core.rollback``)."""
     try:
         return fn(*args)
     except Exception as e:
-        raise RequestError(req_id, f"{type(e).__name__}: {e}") from e
+        raise RequestError(req_id, f"{prefix}{type(e).__name__}: {e}") from e
