@@ -12,15 +12,15 @@ from minivllm.config import CacheConfig, EngineConfig, ModelConfig, SchedulerCon
 from minivllm.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
-    from minivllm.engine.llm import LLM
     from minivllm.engine.llm_engine import LLMEngine
+    from minivllm.entrypoints.llm import LLM
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "EngineConfig", "ModelConfig", "CacheConfig", "SchedulerConfig"]
 
 
 def __getattr__(name: str):
     if name == "LLM":
-        from minivllm.engine.llm import LLM
+        from minivllm.entrypoints.llm import LLM
 
         return LLM
     if name == "LLMEngine":

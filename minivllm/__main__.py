@@ -1,39 +1,6 @@
-"""Command line: ``python -m minivllm COMMAND [flags]``; ``--help`` on any command lists its flags.
+"""``python -m minivllm COMMAND``: see :mod:`minivllm.cli.main`."""
 
-Each command lives in its own module with a ``main(argv)``; this file only dispatches.
-"""
-
-from __future__ import annotations
-
-import importlib
-import sys
-
-COMMANDS = {
-    "demo": ("minivllm.demo", "the real model: chats, then §11.1's scene with and without chunked prefill"),
-    "steps": ("minivllm.step_table", "the scheduler's step table for a small workload (no model)"),
-    "bench": ("minivllm.bench", "offline benchmark and sweeps, real engine or simulator (vLLM flag names)"),
-    "serve": ("minivllm.entrypoints.server", "OpenAI-compatible HTTP server with a live demo page"),
-}
-
-
-def usage() -> str:
-    lines = ["usage: python -m minivllm COMMAND [flags]", "", "commands:"]
-    lines += [f"  {name:<7} {help_}" for name, (_, help_) in COMMANDS.items()]
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage())
-        return
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        print(f"{usage()}\n\nerror: unknown command {name!r}", file=sys.stderr)
-        raise SystemExit(2)
-    module = importlib.import_module(COMMANDS[name][0])
-    module.main(rest)
-
+from minivllm.cli.main import main
 
 if __name__ == "__main__":
     main()

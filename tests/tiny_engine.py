@@ -6,7 +6,7 @@ from typing import Any
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
+from minivllm.worker.model_runner import ModelRunner
 
 DEFAULTS = dict(max_num_batched_tokens=32, max_num_seqs=4, max_model_len=256, num_gpu_blocks=64)
 

@@ -26,9 +26,9 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def make_scheduler(budget, max_num_seqs=8, threshold=0, num_blocks=200):
@@ -80,7 +80,7 @@ print("finished:", request.get_finished_reason())
 # - RUNNING requests are served first (the chats keep decoding), the newcomer fills what is left.
 
 # %%
-from minivllm.step_table import demo
+from minivllm.cli.steps import demo
 
 print(demo(max_num_batched_tokens=64))
 

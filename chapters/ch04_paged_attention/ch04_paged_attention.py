@@ -30,9 +30,9 @@ import torch
 from minivllm.attention.metadata import build_attention_metadata
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")  # loaded once; every engine below reuses it
 arch = loaded.arch
@@ -362,8 +362,8 @@ report(padding_counts(meta))
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request
+from minivllm.worker.fake_runner import FakeModelRunner
 
 sched = Scheduler(SchedulerConfig(max_num_batched_tokens=272, max_num_seqs=32, max_model_len=2048),
                   CacheConfig(block_size=16, num_gpu_blocks=400, enable_prefix_caching=False))
@@ -496,7 +496,7 @@ print("padding is more than 2x slower than packing:", padded_ms > 2 * varlen_ms)
 # prompts, budget 2048), how many query rows would a rectangle waste over the whole run?
 
 # %%
-from minivllm.viz.sim import demo_workload, simulate
+from minivllm.sim.run import demo_workload, simulate
 
 sim = simulate(demo_workload(12), max_num_batched_tokens=2048, max_num_seqs=64, max_model_len=4096)
 real_rows = padded_rows = mixed = 0

@@ -29,9 +29,9 @@
 from minivllm.config import EngineConfig
 from minivllm.core.kv_cache_utils import HASH_FUNCTIONS, hash_request_tokens
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")  # loaded once; every engine below reuses it
 tok = loaded.tokenizer
@@ -108,7 +108,7 @@ for name, p in (("prompt 1", prompts[1]), ("new first block", other)):
 #   48 tokens (3 full blocks) plus 5 of its own. Both arrive together and produce 2 tokens.
 
 # %%
-from minivllm.executor.fake_runner import FakeModelRunner
+from minivllm.worker.fake_runner import FakeModelRunner
 
 config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=256, max_num_seqs=8, max_model_len=128,
                                   block_size=16, num_gpu_blocks=11, enable_prefix_caching=True)

@@ -25,7 +25,7 @@
 # %%
 import torch
 
-from minivllm.demo import build_engine, run_scene
+from minivllm.cli.demo import build_engine, run_scene
 from minivllm.model.loader import load_model
 
 # One thread: a step's time then stays proportional to its work even on a busy machine (several OpenMP
@@ -45,7 +45,7 @@ MAX_MODEL_LEN = 2048
 #
 # ### 11.1.1 The user complaint · 用户的抱怨
 #
-# - `run_scene` (from `minivllm.demo`): 4 chats start; after 4 steps a 1,536-token prompt lands; greedy.
+# - `run_scene` (from `minivllm.cli.demo`): 4 chats start; after 4 steps a 1,536-token prompt lands; greedy.
 # - Run 1, **no chunking**: `enable_chunked_prefill=False` and a budget of `max_model_len` tokens, so a
 #   prompt runs whole, in one step (as in V0 without chunked prefill).
 # - Run 2, **chunked prefill**: a budget of 128 tokens per step; the prompt is cut into chunks. (A small
@@ -136,7 +136,7 @@ fig
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.gantt import STALL_FACTOR, median_step
+from minivllm.viz.figures.gantt import STALL_FACTOR, median_step
 
 for label, trace in real_traces.items():
     med = median_step(trace)
@@ -161,11 +161,11 @@ for label, trace in real_traces.items():
 # ### 11.2.1 Piggybacking in one step · 一步之内的捎带
 #
 # - At GPU scale we price steps with the simulator's cost model, preset `llama2_7b_a100` (Llama-2-7B on an
-#   A100; `minivllm.executor.cost_model`). Deterministic, so these numbers are checked.
+#   A100; `minivllm.sim.cost_model`). Deterministic, so these numbers are checked.
 # - The step shapes are `(query tokens, tokens already in the KV cache)` per request.
 
 # %%
-from minivllm.executor.cost_model import CostModel
+from minivllm.sim.cost_model import CostModel
 
 a100 = CostModel.from_preset("llama2_7b_a100")
 decodes = [(1, 40)] * 4  # 4 chats, 40 tokens of context each
@@ -195,7 +195,7 @@ print(f"one decode token: {alone:.2f} ms in its own step, {riding:.3f} ms extra 
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.sim_runner import SimRunner
+from minivllm.sim.sim_runner import SimRunner
 
 
 def sim_engine(budget):
@@ -262,8 +262,8 @@ print(f"real model, long TTFT: {off['ttft_long']:.2f} s without chunking, {on['t
 #   nothing extra on a GPU.
 # - **The price:** the long prompt's TTFT grows as the budget shrinks; the budget is the knob between the
 #   chats' inter-token latency and the newcomer's TTFT.
-# - Code: `minivllm.demo` (the scene), `minivllm.viz.figures.gantt_compare`, `minivllm.executor.sim_runner`
-#   and `minivllm.executor.cost_model`.
+# - Code: `minivllm.cli.demo` (the scene), `minivllm.viz.figures.gantt_compare`, `minivllm.sim.sim_runner`
+#   and `minivllm.sim.cost_model`.
 
 # %% [markdown]
 # ## Exercises

@@ -25,9 +25,9 @@
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.cost_model import CostModel
-from minivllm.executor.sim_runner import SimRunner
 from minivllm.sampling_params import SamplingParams
+from minivllm.sim.cost_model import CostModel
+from minivllm.sim.sim_runner import SimRunner
 
 A100 = CostModel.from_preset("llama2_7b_a100")  # step times of Llama-2-7B on an A100 (the simulator's clock)
 PROMPTS = {"chat0": 12, "chat1": 12, "chat2": 12, "doc0": 200, "doc1": 90}  # prompt lengths in tokens
@@ -281,7 +281,7 @@ import time
 
 import torch
 
-from minivllm.demo import build_engine, chat_ids
+from minivllm.cli.demo import build_engine, chat_ids
 from minivllm.model.loader import load_model
 from minivllm.structured_output import GrammarCompiler
 from minivllm.structured_output.choice import build_vocabulary

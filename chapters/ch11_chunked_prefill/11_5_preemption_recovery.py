@@ -25,12 +25,12 @@
 #   the real SmolLM2 model.
 
 # %%
+from minivllm.cli.steps import format_step_table, run_step_table
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
-from minivllm.step_table import format_step_table, run_step_table
+from minivllm.worker.fake_runner import FakeModelRunner
 
 PROMPT_LEN = {"A": 30, "B": 20, "C": 20, "D": 20}  # tokens
 ARRIVAL_STEP = {"A": 0, "B": 0, "C": 0, "D": 2}
@@ -140,15 +140,15 @@ print(f"step {step + 1}: scheduled {out.num_scheduled_tokens}, waiting {[r.reque
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.viz.sim import TimedFakeRunner
-from minivllm.viz.timeline import recovery_events
+from minivllm.sim.run import make_runner
+from minivllm.viz.figures.timeline import recovery_events
 
 
 def run_scene(out_a, out_b):
     """The scene on an LLMEngine (same Scheduler), recording block tables for the recovery analysis."""
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=128, max_num_seqs=3, max_model_len=128,
                                       num_gpu_blocks=10, block_size=16)  # fmt: skip
-    engine = LLMEngine(config, executor=TimedFakeRunner(), record_block_pool=True)
+    engine = LLMEngine(config, executor=make_runner(config, preset=None), record_block_pool=True)
     pending = scene_requests(out_a, out_b)
     step = 0
     while pending or engine.has_unfinished_requests():
@@ -205,8 +205,8 @@ describe(trace_b)
 #   Bottom: one bar per preemption.
 
 # %%
+from minivllm.sim.run import shared_prefix_workload, simulate
 from minivllm.viz.figures import recovery_timeline
-from minivllm.viz.sim import shared_prefix_workload, simulate
 
 busy = simulate(shared_prefix_workload(), max_num_batched_tokens=64, max_num_seqs=8, max_model_len=256,
                 num_gpu_blocks=24, block_size=16, record_block_pool=True).trace  # fmt: skip
@@ -277,8 +277,8 @@ print(app.summary())
 #   only if the K/V that came back from the cache, or was recomputed, is the same K/V.
 
 # %%
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
+from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")  # loaded once, shared by both engines
 PROMPTS = ["The history of the printing press begins", "A recipe for a simple tomato soup:",
@@ -329,7 +329,7 @@ for r, out in tight.outputs.items():
 #   reused (path A). Blocks reused meanwhile, and the partial last block, are recomputed (path B).
 # - Blocks shared with running requests (a common system prompt) never leave the cache.
 # - Preemption costs time, never correctness: greedy outputs are identical (`minivllm/core/scheduler.py`
-#   `_preempt`, `preempt_request`; `minivllm/viz/timeline.py` `recovery_events`).
+#   `_preempt`, `preempt_request`; `minivllm/viz/figures/timeline.py` `recovery_events`).
 
 # %% [markdown]
 # ## Exercises

@@ -24,10 +24,10 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.ch11_5 import check_exercise_1, check_exercise_2
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def first_preemption(prompt_lens, max_tokens, num_gpu_blocks):

@@ -25,9 +25,9 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def mixed_step(scale=1):
@@ -222,7 +222,7 @@ batch = dict(
 CHILD = """
 import json, sys, torch
 from minivllm.attention import build_attention_metadata, get_attn_backend
-from minivllm.attention.backend import triton_available
+from minivllm.attention.triton_utils import triton_available
 from minivllm.attention.reference import reference_attention
 if not triton_available():
     print("triton is not installed: skipped (tests/attention covers it where it is)"); sys.exit()
@@ -269,7 +269,7 @@ except ValueError as e:
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
+from minivllm.worker.model_runner import ModelRunner
 
 config = EngineConfig.from_kwargs(
     model="smollm2", max_num_batched_tokens=256, long_prefill_token_threshold=128, max_num_seqs=8,

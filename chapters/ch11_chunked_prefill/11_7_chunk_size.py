@@ -25,10 +25,10 @@
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.engine.metrics import summarize
-from minivllm.executor.cost_model import CostModel
-from minivllm.executor.sim_runner import SimRunner
-from minivllm.workload import make_workload
+from minivllm.metrics.summary import summarize
+from minivllm.sim.cost_model import CostModel
+from minivllm.sim.sim_runner import SimRunner
+from minivllm.sim.workload import make_workload
 
 A100 = CostModel.from_preset("llama2_7b_a100")
 
@@ -59,7 +59,7 @@ print(f"KV cache: {A100.num_blocks(16)} blocks of 16 tokens; max_num_seqs 64")
 #   --max-model-len 4096 --sweep max-num-batched-tokens=64,...,8192` prints.
 
 # %%
-from minivllm.bench import format_table
+from minivllm.benchmarks.sweep import format_table
 
 BUDGETS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
 traces = {b: sim_run(workload.requests, max_num_batched_tokens=b, max_num_seqs=64) for b in BUDGETS}
@@ -71,7 +71,7 @@ print(format_table([{"point": {"max_num_batched_tokens": b}, "metrics": m} for b
 #   counting only requests whose TPOT met a 50 ms SLO (the "capacity under an SLO" of Sarathi-Serve).
 
 # %%
-from minivllm.viz.curves import tokens_per_step
+from minivllm.viz.figures.curves import tokens_per_step
 
 SLO = 0.050  # seconds per output token
 
@@ -141,9 +141,9 @@ fig
 # %%
 import statistics
 
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")
 cpu_runs = {}
@@ -263,9 +263,9 @@ print("SchedulerConfig fields:", [f.name for f in dataclasses.fields(SchedulerCo
 #   400-token prompts. Budget 2048.
 
 # %%
+from minivllm.cli.steps import format_step_table, run_step_table
 from minivllm.core.scheduler import Scheduler
 from minivllm.request import Request
-from minivllm.step_table import format_step_table, run_step_table
 
 SCENE = [("chat0", 16, 10), ("chat1", 16, 10), ("long", 6000, 2), ("s0", 400, 4), ("s1", 400, 4), ("s2", 400, 4),
          ("s3", 400, 4)]  # fmt: skip
@@ -324,7 +324,8 @@ for threshold in (0, 256, 512, 1024, 2048):
 #   nine chats decoding, then three long prompts (1-2.6k tokens) landing among them.
 
 # %%
-from minivllm.viz.sim import TimedRequest, demo_workload
+from minivllm.sim.run import demo_workload
+from minivllm.sim.workload import WorkloadRequest
 
 scene = demo_workload()
 COMMON = dict(max_num_seqs=16, num_gpu_blocks=600)
@@ -363,8 +364,8 @@ print(f"high TTFT for long prompts -> raise the budget 128 -> 2048: slowest long
 # %%
 def hog_scene():
     params = SamplingParams(max_tokens=32, ignore_eos=True)
-    reqs = [TimedRequest("long", 0.0, list(range(100, 8100)), SamplingParams(max_tokens=4, ignore_eos=True))]
-    reqs += [TimedRequest(f"short{i}", 0.002 * (i + 1), list(range(20_000 + 500 * i, 20_300 + 500 * i)), params)
+    reqs = [WorkloadRequest("long", 0.0, list(range(100, 8100)), SamplingParams(max_tokens=4, ignore_eos=True))]
+    reqs += [WorkloadRequest(f"short{i}", 0.002 * (i + 1), list(range(20_000 + 500 * i, 20_300 + 500 * i)), params)
              for i in range(6)]  # fmt: skip
     return reqs
 

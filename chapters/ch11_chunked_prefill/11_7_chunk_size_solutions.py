@@ -64,10 +64,10 @@ from functools import cache
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.engine.metrics import summarize
-from minivllm.executor.cost_model import CostModel
-from minivllm.executor.sim_runner import SimRunner
-from minivllm.workload import make_workload
+from minivllm.metrics.summary import summarize
+from minivllm.sim.cost_model import CostModel
+from minivllm.sim.sim_runner import SimRunner
+from minivllm.sim.workload import make_workload
 
 
 @cache

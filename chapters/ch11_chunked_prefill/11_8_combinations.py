@@ -25,10 +25,10 @@
 
 # %%
 from minivllm import EngineConfig, LLMEngine, SamplingParams
-from minivllm.executor.cost_model import CostModel
-from minivllm.executor.model_runner import ModelRunner
-from minivllm.executor.sim_runner import SimRunner
 from minivllm.model.loader import load_model
+from minivllm.sim.cost_model import CostModel
+from minivllm.sim.sim_runner import SimRunner
+from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")  # loaded once; every real engine below shares it
 tokenizer = loaded.tokenizer
@@ -250,7 +250,7 @@ trace = preemption_scene(record_block_pool=True)
 step_table(trace, ["chat0", "chat1", "long"])
 
 # %%
-from minivllm.viz.timeline import recovery_events
+from minivllm.viz.figures.timeline import recovery_events
 
 for ev in recovery_events(trace):
     print(f"{ev.request_id}: preempted at step {ev.preempt_step} with {ev.computed_before} tokens computed;"

@@ -24,9 +24,9 @@
 #   (SmolLM2-135M on this CPU).
 
 # %%
-from minivllm.engine.metrics import summarize
-from minivllm.viz.sim import simulate
-from minivllm.workload import make_workload
+from minivllm.metrics.summary import summarize
+from minivllm.sim.run import simulate
+from minivllm.sim.workload import make_workload
 
 PRESET = "llama2_7b_a100"  # cost model of the simulator: Llama-2-7B, fp16, one A100 (6,797 KV blocks of 16)
 
@@ -153,7 +153,7 @@ for label, trace in runs.items():
 # - A few lines of it:
 
 # %%
-from minivllm.engine.prometheus import prometheus_text
+from minivllm.metrics.prometheus import prometheus_text
 
 text = prometheus_text(runs["budget 2048"], model_name="llama-2-7b")
 lines = text.splitlines()
@@ -193,11 +193,11 @@ print(f"exact, from the trace: TTFT p99 = {summaries['budget 2048'].ttft.p99:.3f
 
 # %%
 from minivllm.sampling_params import SamplingParams
-from minivllm.viz.sim import TimedRequest
+from minivllm.sim.workload import WorkloadRequest
 
 CHUNKED = dict(max_num_batched_tokens=512)
 UNCHUNKED = dict(max_num_batched_tokens=4096, enable_chunked_prefill=False)
-lone = [TimedRequest("doc", 0.0, list(range(3, 4003)), SamplingParams(max_tokens=8, ignore_eos=True))]
+lone = [WorkloadRequest("doc", 0.0, list(range(3, 4003)), SamplingParams(max_tokens=8, ignore_eos=True))]
 offline = make_workload("azure_conv", 32, rate=None, seed=0, vocab_size=32000, max_model_len=4096).requests
 result = {}
 for label, settings in (("chunked 512", CHUNKED), ("unchunked", UNCHUNKED)):
@@ -260,10 +260,10 @@ chunk_size_curves(sweep, title="Chunk size sweep: Azure conversations at 6 req/s
 #   from the cache.
 
 # %%
-from minivllm.executor.cost_model import CostModel, shapes_from_steps
+from minivllm.sim.cost_model import CostModel, shapes_from_steps
 
 cost = CostModel.from_preset(PRESET)
-doc = [TimedRequest("doc", 0.0, list(range(3, 2051)), SamplingParams(max_tokens=1, ignore_eos=True))]
+doc = [WorkloadRequest("doc", 0.0, list(range(3, 2051)), SamplingParams(max_tokens=1, ignore_eos=True))]
 print(f"{'chunk':>6} {'steps':>6} {'tokens':>7} {'attention pairs':>16} {'KV tokens read':>15} {'KV GB read':>11}"
       f" {'prefill ms':>11}")  # fmt: skip
 rows = {}
@@ -345,9 +345,9 @@ print(f"Verdict: {'false' if one_path else 'not refuted'} — one schedule() ser
 
 # %%
 from minivllm import EngineConfig, LLMEngine
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
-from minivllm.viz.timeline import recovery_events
+from minivllm.viz.figures.timeline import recovery_events
+from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")
 tok = loaded.tokenizer

@@ -32,7 +32,7 @@ import os
 import torch
 
 from minivllm import EngineConfig, LLMEngine, SamplingParams
-from minivllm.engine.metrics import summarize
+from minivllm.metrics.summary import summarize
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICE, DTYPE = "cuda", "bfloat16"
@@ -67,7 +67,7 @@ else:
 def cuda_engine(model=None, attention_backend="auto", **settings):
     """A fresh engine on a loaded model (default: ``loaded``). The KV cache is sized by num_gpu_blocks, not
     by gpu_memory_utilization, so several engines in a row do not each take 90% of the GPU."""
-    from minivllm.executor.model_runner import ModelRunner
+    from minivllm.worker.model_runner import ModelRunner
 
     model = model or loaded
     gc.collect()
@@ -120,7 +120,7 @@ def scene_11_1(chunked):
 
 
 if HAS_CUDA:
-    from minivllm.engine.metrics import percentile
+    from minivllm.metrics.summary import percentile
     from minivllm.viz.figures import gantt_compare
 
     LONG_TOKENS = min(LONG_TOKENS, MAX_POS - 64)  # a model with a shorter context gets a shorter prompt
@@ -147,8 +147,8 @@ fig  # noqa: B018 (the cell's value is what Jupyter displays)
 # %%
 SWEEP, NUM_REQUESTS = (128, 256, 512, 1024, 2048, 4096), 48
 if HAS_CUDA:
+    from minivllm.sim.workload import make_workload
     from minivllm.viz.figures import chunk_size_curves
-    from minivllm.workload import make_workload
 
     max_len = min(4096, MAX_POS)
     work = make_workload("azure_conv", NUM_REQUESTS, rate=None, seed=0, vocab_size=a.vocab_size, max_model_len=max_len)

@@ -4,8 +4,9 @@ Importing this package never imports ``triton`` or ``flash_attn``; backends that
 when first used (see :func:`get_attn_backend`).
 """
 
-from minivllm.attention.backend import BACKEND_NAMES, AttentionBackend, get_attn_backend, write_kv_cache
+from minivllm.attention.backend import AttentionBackend, write_kv_cache
 from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
+from minivllm.attention.selector import BACKEND_NAMES, get_attn_backend
 from minivllm.attention.torch_backend import TorchAttentionBackend
 
 __all__ = [

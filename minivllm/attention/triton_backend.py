@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import torch
 
-from minivllm.attention.backend import AttentionBackend, triton_interpreting
+from minivllm.attention.backend import AttentionBackend
 from minivllm.attention.metadata import AttentionMetadata
+from minivllm.attention.triton_utils import triton_interpreting
 
 tl = None  # bound to triton.language by _kernels(); the kernel bodies below read it as a global
 _KERNELS: dict[bool, tuple] = {}  # interpret mode -> (attention kernel, write kernel)

@@ -19,7 +19,7 @@ from minivllm.sampling_params import SamplingParams
 
 
 def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype) -> float:
-    from minivllm.executor.model_runner import ModelRunner
+    from minivllm.worker.model_runner import ModelRunner
 
     budget = max(2048, batch)
     # Early requests decode while later prompts are still being prefilled: room for those tokens too.

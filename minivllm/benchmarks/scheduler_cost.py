@@ -13,9 +13,9 @@ import time
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def measure(num_running: int, steps: int, prompt_len: int = 128, block_size: int = 16) -> tuple[float, float]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from minivllm.engine.metrics import percentile
+from minivllm.metrics.summary import percentile
 
 GOOD = ["What is the capital of France?", "Name three colours.", "Count from one to five.",
         "Say hello in Spanish.", "What is two plus two?", "Write one word about the sea."]  # fmt: skip

@@ -14,7 +14,7 @@ import time
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.engine.metrics import summarize
+from minivllm.metrics.summary import summarize
 from minivllm.sampling_params import SamplingParams
 
 PASSAGE = (
@@ -36,7 +36,7 @@ CHAT_TASKS = [
 
 
 def run(loaded, prompts, k: int, max_tokens: int) -> tuple[float, list[list[int]], dict]:
-    from minivllm.executor.model_runner import ModelRunner
+    from minivllm.worker.model_runner import ModelRunner
 
     config = EngineConfig.from_kwargs(
         model=loaded.hf_folder,

@@ -44,7 +44,7 @@ def make_prompts(num: int, low: int, high: int, vocab: int, seed: int) -> list[l
 
 def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto") -> LLMEngine:
     """An fp32 engine with room for every request of the workload at once, warmed up by one tiny request."""
-    from minivllm.executor.model_runner import ModelRunner
+    from minivllm.worker.model_runner import ModelRunner
 
     max_len = max(map(len, prompts)) + new_tokens
     config = EngineConfig.from_kwargs(

@@ -1,14 +1,25 @@
-"""Clocks for the engine: real wall time, or virtual time advanced by a cost model (§11.7).
+"""The engine's clock (§11.7): what it must do, and the real one.
 
-The real engine measures steps with ``time.perf_counter`` (synchronising CUDA
-first); the simulator advances a VirtualClock by each step's modelled cost, and
-an idle engine jumps straight to the next arrival.
+The real engine measures steps with ``time.perf_counter`` (synchronising CUDA first). A runner may
+bring its own clock (the simulator's :class:`minivllm.sim.clock.VirtualClock`), which the engine then
+uses; anything with ``now()`` and ``wait_until(t)`` will do.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Seconds on some clock; ``wait_until`` returns once ``now() >= t`` (sleeping, or jumping there)."""
+
+    virtual: bool
+
+    def now(self) -> float: ...
+
+    def wait_until(self, t: float) -> None: ...
 
 
 class WallClock:
@@ -29,23 +40,3 @@ class WallClock:
         delay = t - self.now()
         if delay > 0:
             time.sleep(delay)
-
-
-class VirtualClock:
-    """Time that only moves when told to: by a step's modelled cost, or to the next arrival."""
-
-    virtual = True
-
-    def __init__(self, start: float = 0.0) -> None:
-        self.t = start
-
-    def now(self) -> float:
-        return self.t
-
-    def advance(self, dt: float) -> None:
-        if dt < 0:
-            raise ValueError(f"a clock cannot go back: dt={dt}")
-        self.t += dt
-
-    def wait_until(self, t: float) -> None:
-        self.t = max(self.t, t)

@@ -12,32 +12,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from minivllm.config import EngineConfig, SchedulerConfig
 from minivllm.core.rollback import RequestError, culprits, roll_back_step
 from minivllm.core.scheduler import Scheduler
-from minivllm.engine.clock import VirtualClock, WallClock
-from minivllm.engine.trace import EngineTrace
+from minivllm.engine.clock import Clock, WallClock
+from minivllm.metrics.trace import EngineTrace
+from minivllm.outputs import RequestOutput
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
 
 logger = logging.getLogger("minivllm.engine")
-
-@dataclass
-class RequestOutput:
-    """What a caller sees of one request (``vllm.outputs.RequestOutput``, one completion)."""
-
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    token_ids: list[int] = field(default_factory=list)
-    text: str = ""
-    finished: bool = False
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-
 
 class LLMEngine:
     """The engine loop around one Scheduler and one executor."""
@@ -47,12 +33,12 @@ class LLMEngine:
         config: EngineConfig,
         executor: Any | None = None,
         tokenizer: Any | None = None,
-        clock: WallClock | VirtualClock | None = None,
+        clock: Clock | None = None,
         record_block_pool: bool = False,
     ) -> None:
         self.config = config
         if executor is None:
-            from minivllm.executor.model_runner import ModelRunner
+            from minivllm.worker.model_runner import ModelRunner
 
             executor = ModelRunner(config)
         self.executor = executor

@@ -30,8 +30,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from minivllm.engine.llm_engine import LLMEngine, RequestOutput
+from minivllm.engine.llm_engine import LLMEngine
 from minivllm.entrypoints.detokenizer import IncrementalDetokenizer
+from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
 
 logger = logging.getLogger("minivllm.entrypoints")

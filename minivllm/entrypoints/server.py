@@ -3,7 +3,7 @@
 Mirrors ``vllm/entrypoints/openai/api_server.py`` (``vllm serve``): the same routes (``/v1/completions``,
 ``/v1/chat/completions``, ``/v1/models``, ``/health``, ``/metrics``), vLLM's engine flags
 (``--max-num-batched-tokens``, ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``, ...),
-OpenAI-style error bodies, and vLLM's Prometheus metric names (``minivllm.engine.prometheus``). One
+OpenAI-style error bodies, and vLLM's Prometheus metric names (``minivllm.metrics.prometheus``). One
 background thread steps the engine (``AsyncEngine``); the live demo page is at ``/`` (``demo_routes``).
 
 Example: ``python -m minivllm serve --model smollm2 --port 8000 --max-num-batched-tokens 256``, then
@@ -25,7 +25,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.engine.stat_logger import PrometheusStatLogger
 from minivllm.entrypoints import demo_routes
 from minivllm.entrypoints.admin_guard import AdminGuard, AdminLimits, allowed_hosts
 from minivllm.entrypoints.async_engine import AsyncEngine, EngineDeadError
@@ -39,6 +38,7 @@ from minivllm.entrypoints.protocol import (
     install_error_handlers,
 )
 from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
+from minivllm.metrics.loggers import PrometheusStatLogger
 
 logger = logging.getLogger("minivllm.entrypoints")
 ENGINE_FLAGS: dict[str, Any] = {  # config field -> argparse type; None: --x / --no-x
@@ -144,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
     """Load the model (unless ``loaded`` is given), size max_model_len to it (as ``bench`` does), and build the
     engine (not started)."""
-    from minivllm.executor.model_runner import ModelRunner, resolve_device
     from minivllm.model.loader import load_model, resolve_dtype
+    from minivllm.worker.model_runner import ModelRunner, resolve_device
 
     kwargs = {k: getattr(args, k) for k in ENGINE_FLAGS if getattr(args, k) is not None}
     config = EngineConfig.from_kwargs(model=args.model, **kwargs)  # bad flags fail before the model loads

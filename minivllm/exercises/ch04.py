@@ -10,10 +10,10 @@ from minivllm.attention.metadata import build_attention_metadata
 from minivllm.attention.torch_backend import TorchAttentionBackend
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def engine_slot_mapping(num_computed: int, num_scheduled: int, block_table: list[int], block_size: int) -> list[int]:

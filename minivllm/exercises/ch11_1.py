@@ -8,10 +8,10 @@ from functools import cache, lru_cache
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 # §11.1's scene as the notebook runs it: 4 chats stream, after 4 steps a ~1,500-token prompt lands.
 LONG_TOKENS, ARRIVE_AFTER, CHAT_TOKENS, MAX_MODEL_LEN = 1536, 4, 20, 2048
@@ -67,9 +67,9 @@ def gpu_scene(budget: int | None) -> LLMEngine:
     """§11.1's scene in the simulator (Llama-2-7B on an A100, priced by the cost model): chunked prefill
     with token budget ``budget``, or chunking off for ``None``. Returns the finished engine (one per
     budget, run once and kept: read its trace, do not step it further)."""
-    from minivllm.demo import run_scene
-    from minivllm.executor.cost_model import CostModel
-    from minivllm.executor.sim_runner import SimRunner
+    from minivllm.cli.demo import run_scene
+    from minivllm.sim.cost_model import CostModel
+    from minivllm.sim.sim_runner import SimRunner
 
     chunked = budget is not None
     config = EngineConfig.from_kwargs(

@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.engine.trace import EngineTrace
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.common import check_cases
+from minivllm.metrics.trace import EngineTrace
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def budget_schedule(prompt_lens: Sequence[int], budget: int) -> list[dict[int, int]]:

@@ -7,10 +7,10 @@ from functools import cache
 
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def _scheduler(budget: int, threshold: int = 0) -> Scheduler:
@@ -53,10 +53,10 @@ def first_step_chunks(prompt_lens: list[int], budget: int, threshold: int) -> li
 def _metrics(budget: int) -> tuple[float, float]:
     """(output tokens/s, ITL p99 in ms) of the exercise workload on the simulator at this budget."""
     from minivllm.engine.llm_engine import LLMEngine
-    from minivllm.engine.metrics import summarize
-    from minivllm.executor.cost_model import CostModel
-    from minivllm.executor.sim_runner import SimRunner
-    from minivllm.workload import make_workload
+    from minivllm.metrics.summary import summarize
+    from minivllm.sim.cost_model import CostModel
+    from minivllm.sim.sim_runner import SimRunner
+    from minivllm.sim.workload import make_workload
 
     w = make_workload("azure_conv", 40, seed=1, vocab_size=32000, max_model_len=4096)
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=budget, max_num_seqs=32, max_model_len=4096)

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def _step(scheduler: Scheduler, runner: FakeModelRunner):

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def _same(a, b) -> bool:
@@ -25,8 +25,8 @@ def _same(a, b) -> bool:
 
 def check_exercise_1(student: Callable[[float, list[float]], tuple[float, float | None]]) -> None:
     """TTFT and TPOT of every request of a simulated run, against the trace (metrics.summarize's definitions)."""
-    from minivllm.viz.sim import simulate
-    from minivllm.workload import make_workload
+    from minivllm.sim.run import simulate
+    from minivllm.sim.workload import make_workload
 
     w = make_workload("azure_code", 24, rate=4.0, seed=3, vocab_size=32000, max_model_len=4096)
     trace = simulate(w.requests, max_num_batched_tokens=512, max_num_seqs=16, max_model_len=4096).trace

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from minivllm.attention import build_attention_metadata, get_attn_backend
-from minivllm.attention.backend import triton_available
+from minivllm.attention.triton_utils import triton_available
 
 pytestmark = pytest.mark.skipif(not triton_available(), reason="the 'triton' package is not installed")
 

@@ -15,8 +15,8 @@ from minivllm import LLM, SamplingParams
 from minivllm.config import EngineConfig
 from minivllm.core.rollback import RequestError
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor import model_runner as model_runner_module
-from minivllm.executor.fake_runner import FakeModelRunner
+from minivllm.worker import model_runner as model_runner_module
+from minivllm.worker.fake_runner import FakeModelRunner
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
 SHARED = list(range(3, 40))  # 37 tokens: two full blocks of 16 shared by every prompt

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sched_helpers import make_request, make_scheduler, run_table, step
 
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import RequestStatus
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def test_three_80_token_prompts_under_budget_64():

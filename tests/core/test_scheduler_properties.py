@@ -16,9 +16,9 @@ from sched_helpers import make_scheduler
 from test_scheduler_rules import SlowGrammar
 
 from minivllm.core.kv_cache_manager import cdiv
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 PREFIXES = [list(range(100, 164)), list(range(200, 240)), []]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sched_helpers import make_request, make_scheduler, run_table, step
 
-from minivllm.executor.fake_runner import FakeModelRunner
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def state(s):

@@ -9,7 +9,7 @@ from tiny_engine import make_engine
 from minivllm import LLM, SamplingParams
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
+from minivllm.worker.model_runner import ModelRunner
 
 
 def run(engine: LLMEngine) -> None:
@@ -49,7 +49,7 @@ def test_a_kv_budget_larger_than_the_machine_names_kv_cache_memory_bytes(tiny):
 
 
 def test_an_allocator_failure_becomes_a_value_error(tiny, monkeypatch):
-    import minivllm.executor.model_runner as model_runner
+    import minivllm.worker.model_runner as model_runner
 
     config = EngineConfig.from_kwargs(model=tiny.hf_folder, device="cpu", max_model_len=256, num_gpu_blocks=64)
     runner = ModelRunner(config, tiny)

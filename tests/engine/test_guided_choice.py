@@ -9,10 +9,10 @@ import pytest
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.request import RequestStatus
 from minivllm.sampling_params import SamplingParams
 from minivllm.structured_output.choice import GrammarCompiler, build_vocabulary
+from minivllm.worker.model_runner import ModelRunner
 
 CHOICES = ["positive", "negative", "neutral"]
 

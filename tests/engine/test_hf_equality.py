@@ -13,9 +13,9 @@ from hf_reference import hf_greedy, make_prompts
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.executor.model_runner import ModelRunner
 from minivllm.model.loader import load_model
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunner
 
 NEW_TOKENS = 12
 

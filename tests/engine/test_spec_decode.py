@@ -8,12 +8,12 @@ from hf_reference import hf_greedy
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.engine.metrics import summarize
-from minivllm.executor.model_runner import ModelRunner
+from minivllm.metrics.summary import summarize
 from minivllm.model.loader import load_model
 from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer, find_first
+from minivllm.worker.model_runner import ModelRunner
 
 
 def test_ngram_proposer_longest_match_first():

@@ -61,7 +61,7 @@ def test_engine_thread_streams_applies_commands_and_reports_errors(llm):
 
 
 def test_bounded_trace_keeps_metrics_consistent(llm):
-    from minivllm.engine.prometheus import prometheus_text
+    from minivllm.metrics.prometheus import prometheus_text
 
     engine = AsyncEngine(llm.engine, max_trace_steps=10)
     llm.generate([[5 + i] * 8 for i in range(4)], SamplingParams(max_tokens=12, temperature=0.0), use_tqdm=False)

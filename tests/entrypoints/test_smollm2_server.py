@@ -22,7 +22,7 @@ PROMPT = "The three primary colours are"
 def test_smollm2_streams_equal_offline_llm(smollm2):
     from minivllm import LLM
     from minivllm.config import EngineConfig
-    from minivllm.executor.model_runner import ModelRunner
+    from minivllm.worker.model_runner import ModelRunner
 
     flags = [x for k, v in KW.items() for x in ("--" + k.replace("_", "-"), str(v))]
     with running_server("smollm2", *flags, loaded=smollm2) as srv:

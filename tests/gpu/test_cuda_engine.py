@@ -32,9 +32,9 @@ def test_cuda_greedy_equals_hf(cuda_model_folder, backend, budget):
 
     from minivllm.config import EngineConfig
     from minivllm.engine.llm_engine import LLMEngine
-    from minivllm.executor.model_runner import ModelRunner
     from minivllm.model.loader import load_model
     from minivllm.sampling_params import SamplingParams
+    from minivllm.worker.model_runner import ModelRunner
 
     loaded = load_model(cuda_model_folder, "float32", "cuda")
     prompts = make_prompts(loaded.arch.vocab_size, [7, 90, 300, 33], shared=64)

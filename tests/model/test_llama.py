@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minivllm.attention.backend import get_attn_backend
 from minivllm.attention.metadata import build_attention_metadata
+from minivllm.attention.selector import get_attn_backend
 from minivllm.model.config import LlamaArchConfig
 from minivllm.model.llama import LlamaForCausalLM, RMSNorm
 from minivllm.model.loader import load_model

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from viz_helpers import SCENE, make_engine, requests
 
-from minivllm.engine.trace import EngineTrace, RequestRecord, StepRecord
+from minivllm.metrics.trace import EngineTrace, RequestRecord, StepRecord
 
 
 @pytest.fixture

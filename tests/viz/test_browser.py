@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from minivllm.viz.curves import chunk_size_curves
-from minivllm.viz.export import PAGE_MARGIN, find_chromium, save_html, screenshot_many
-from minivllm.viz.gallery import gallery, sweep_results
+from minivllm.viz.figures.curves import chunk_size_curves
+from minivllm.viz.figures.export import PAGE_MARGIN, find_chromium, save_html, screenshot_many
+from minivllm.viz.figures.gallery import gallery, sweep_results
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "figures"
 NAMES = ("gantt_chunked_vs_unchunked", "chunk_schedule", "kv_block_map", "recovery_timeline", "latency_cdfs",
@@ -50,6 +50,6 @@ def test_every_figure_renders_in_headless_chromium(tmp_path):
 def test_committed_screenshots_are_there_and_small():
     for name in NAMES:
         png = ASSETS / f"{name}.png"
-        assert png.is_file(), f"missing {png}: run python -m minivllm.viz.export assets/figures"
+        assert png.is_file(), f"missing {png}: run python -m minivllm.viz.figures.export assets/figures"
         assert png.stat().st_size < 300_000
         assert drawn(png)[0] >= 8

@@ -8,11 +8,11 @@ import pytest
 from numpy.testing import assert_allclose
 from viz_helpers import make_engine, requests
 
-from minivllm.engine.trace import EngineTrace
+from minivllm.metrics.trace import EngineTrace
 from minivllm.viz import figures as F
-from minivllm.viz.blocks import CATEGORIES, category
-from minivllm.viz.gantt import BARS, LABELS, median_step
-from minivllm.viz.theme import OKABE_ITO
+from minivllm.viz.figures.blocks import CATEGORIES, category
+from minivllm.viz.figures.gantt import BARS, LABELS, median_step
+from minivllm.viz.figures.theme import OKABE_ITO
 
 
 def bars(fig, name):

@@ -6,7 +6,7 @@ from collections import Counter
 
 from viz_helpers import make_engine, requests
 
-from minivllm.viz.timeline import recovery_events, request_order, request_segments
+from minivllm.viz.figures.timeline import recovery_events, request_order, request_segments
 
 
 def test_segments_of_a_hand_built_trace(hand_trace):

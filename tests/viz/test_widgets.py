@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from viz_helpers import make_engine, requests
 
-from minivllm.engine.trace import EngineTrace
-from minivllm.viz.explorer import ConfigExplorer
-from minivllm.viz.player import StepPlayer
-from minivllm.viz.recovery_app import RecoveryExplorer
-from minivllm.viz.sim import TimedFakeRunner, make_executor, simulate
+from minivllm.metrics.trace import EngineTrace
+from minivllm.sim.run import TOY_COST_MODEL, make_runner, simulate
+from minivllm.viz.widgets.explorer import ConfigExplorer
+from minivllm.viz.widgets.player import StepPlayer
+from minivllm.viz.widgets.recovery_app import RecoveryExplorer
 
 SMALL = [("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("long", 300, 3, 0.01)]
 
@@ -108,7 +108,7 @@ def test_explorer_with_the_simulator_preset():
     e = ConfigExplorer(requests(SMALL))  # SimRunner priced by llama2_7b_a100
     st = e.state()
     assert st["ok"] and st["metrics"]["ttft_p50"] > 0
-    assert type(make_executor(e.result.engine.config, None)) is TimedFakeRunner
+    assert make_runner(e.result.engine.config, None).cost_model is TOY_COST_MODEL
 
 
 def test_recovery_explorer_preempt_and_step():
@@ -150,12 +150,3 @@ def test_simulate_cuts_off_a_run_at_max_steps():
     r = simulate(requests(SMALL), preset=None, max_steps=3, max_num_batched_tokens=64, max_num_seqs=8,
                  max_model_len=512, num_gpu_blocks=64)  # fmt: skip
     assert r.message == "Stopped after 3 steps with requests still unfinished." and len(r.trace.steps) == 3
-
-
-def test_without_the_simulator_the_fake_runner_keeps_time(monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "minivllm.executor.sim_runner", None)  # as if it did not exist yet
-    r = simulate(requests(SMALL), max_num_batched_tokens=64, max_num_seqs=8, max_model_len=512, num_gpu_blocks=64)
-    assert r.ok and isinstance(r.engine.executor, TimedFakeRunner)
-    assert r.trace.steps[-1].end > 0 and all(s.duration > 0 for s in r.trace.steps)

@@ -1,11 +1,12 @@
-"""Small engines on the fake runner (virtual clock: deterministic times) and timed requests."""
+"""Small engines on the simulator's toy price list (virtual clock: deterministic times) and timed requests."""
 
 from __future__ import annotations
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.sampling_params import SamplingParams
-from minivllm.viz.sim import TimedFakeRunner, TimedRequest
+from minivllm.sim.run import make_runner
+from minivllm.sim.workload import WorkloadRequest
 
 
 def make_engine(budget: int = 64, blocks: int = 64, block_size: int = 16, record: bool = False, **kw) -> LLMEngine:
@@ -14,13 +15,13 @@ def make_engine(budget: int = 64, blocks: int = 64, block_size: int = 16, record
         model="none", max_num_batched_tokens=budget, max_num_seqs=8, num_gpu_blocks=blocks, block_size=block_size,
         **kw,
     )  # fmt: skip
-    return LLMEngine(config, executor=TimedFakeRunner(), record_block_pool=record)
+    return LLMEngine(config, executor=make_runner(config, preset=None), record_block_pool=record)
 
 
-def requests(spec: list[tuple[str, int, int, float]], base: int = 100) -> list[TimedRequest]:
+def requests(spec: list[tuple[str, int, int, float]], base: int = 100) -> list[WorkloadRequest]:
     """(id, prompt length, max tokens, arrival s) -> timed requests with distinct token ids."""
     return [
-        TimedRequest(rid, arrival, list(range(base + 1000 * i, base + 1000 * i + n)),
+        WorkloadRequest(rid, arrival, list(range(base + 1000 * i, base + 1000 * i + n)),
                      SamplingParams(max_tokens=m, ignore_eos=True))
         for i, (rid, n, m, arrival) in enumerate(spec)
     ]  # fmt: skip

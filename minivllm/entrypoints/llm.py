@@ -1,0 +1,112 @@
+"""LLM: the offline entry point, ``LLM(...).generate(prompts, params)`` (vLLM's ``vllm/entrypoints/llm.py``).
+
+Builds an LLMEngine from vLLM-named keyword arguments, queues every prompt,
+steps until all are done, and returns the outputs in prompt order. The tqdm bar
+shows how many requests finished and the prefill / decode throughput (§11.9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from minivllm.config import EngineConfig
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.outputs import RequestOutput
+from minivllm.sampling_params import SamplingParams
+
+Prompt = str | list[int]
+
+
+class LLM:
+    """``LLM(model="smollm2", max_num_batched_tokens=512, ...)``: keyword names as vLLM's engine args."""
+
+    def __init__(self, model: str = "smollm2", **kwargs: Any) -> None:
+        executor = kwargs.pop("executor", None)
+        self.engine = LLMEngine(EngineConfig.from_kwargs(model=model, **kwargs), executor=executor)
+        self.tokenizer = self.engine.tokenizer
+        self._counter = 0
+
+    def generate(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RequestOutput]:
+        """Generate for a prompt, a list of prompts, or a list of token-id lists."""
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        prompts = list(prompts)
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            sampling_params = [sampling_params or SamplingParams()] * len(prompts)
+        if len(sampling_params) != len(prompts):
+            raise ValueError(f"got {len(prompts)} prompts but {len(sampling_params)} sampling_params.")
+        if not prompts:  # as vLLM: no prompts, no outputs (and no step of the engine for other callers' requests)
+            return []
+        ids = []
+        try:
+            for prompt, params in zip(prompts, sampling_params):
+                req_id = str(self._counter)
+                self._counter += 1
+                self.engine.add_request(req_id, prompt, params)
+                ids.append(req_id)
+        except ValueError:
+            self.engine.abort_request(ids)
+            raise
+        try:
+            self._run(len(ids), use_tqdm)
+        except BaseException:  # an engine bug, or Ctrl-C in a notebook: leave no request behind
+            self.engine.abort_request(ids)
+            for req_id in ids:
+                self.engine.outputs.pop(req_id, None)
+            raise
+        return [self.engine.outputs.pop(i) for i in ids]
+
+    def chat(
+        self,
+        messages: list[dict[str, str]] | list[list[dict[str, str]]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RequestOutput]:
+        """Apply the tokenizer's chat template (with the generation prompt) to one or more conversations."""
+        if self.tokenizer is None:
+            raise ValueError("LLM.chat needs a tokenizer; this model folder has none.")
+        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        prompts = [
+            self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations
+        ]
+        token_ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        outputs = self.generate(token_ids, sampling_params, use_tqdm)
+        for out, text in zip(outputs, prompts):
+            out.prompt = text
+        return outputs
+
+    def _run(self, total: int, use_tqdm: bool) -> None:
+        engine = self.engine
+        bar = None
+        if use_tqdm:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
+        prefill_tokens = decode_tokens = 0
+        prefill_time = decode_time = 0.0
+        while engine.has_unfinished_requests():
+            finished = sum(o.finished for o in engine.step())
+            if bar is None:
+                continue
+            rec = engine.trace.steps[-1]
+            p, d = sum(rec.prefill_tokens.values()), sum(rec.decode_tokens.values())
+            # Split the step's time between prefill and decode by their share of the tokens.
+            if p + d:
+                prefill_time += rec.duration * p / (p + d)
+                decode_time += rec.duration * d / (p + d)
+            prefill_tokens += p
+            decode_tokens += d
+            bar.set_postfix_str(
+                f"prefill {prefill_tokens / max(prefill_time, 1e-9):.0f} tok/s, "
+                f"decode {decode_tokens / max(decode_time, 1e-9):.0f} tok/s",
+                refresh=False,
+            )
+            bar.update(finished)
+        if bar is not None:
+            bar.close()

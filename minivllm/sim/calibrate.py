@@ -1,0 +1,170 @@
+"""Fit a cost-model preset to real ModelRunner steps on this machine (§11.7).
+
+``python -m minivllm.sim.calibrate --calibrate OUT.json`` runs repeated offline scenes on the real
+model, takes each step's median time, and fits the coefficients with
+:func:`minivllm.sim.cost_model.calibrate` (held-out error reported in the preset's ``meta``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from minivllm.config import EngineConfig
+from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.sim.cost_model import PRESET_DIR, CostModel, StepSample, StepShape, calibrate, shapes_from_steps
+
+
+def calibration_scenes() -> list[dict[str, Any]]:
+    """Offline scenes (all requests at t=0) covering decode batches of 1..32 at short and long contexts,
+    prefill chunks of 32..1024 tokens after 0..1200 cached tokens, and mixed steps."""
+    scenes = []
+    for n, prompt, out in ((1, 64, 8), (4, 512, 10), (16, 128, 8), (32, 48, 6), (4, 1024, 4)):
+        scenes.append(dict(budget=1024, seqs=n, prompts=[prompt + 7 * i for i in range(n)], max_tokens=[out] * n))
+    for budget in (32, 256):  # a long prompt chunked while short requests decode alongside
+        scenes.append(dict(budget=budget, seqs=8, prompts=[1200, 40, 60, 80, 100], max_tokens=[4, 16, 14, 12, 10]))
+    return scenes
+
+
+class RepeatingRunner:
+    """Wraps the real ModelRunner: runs every step ``repeats`` times back to back, restoring the runner's
+    per-request mirror in between (greedy sampling, so the repeats are identical), and keeps the times
+    read from ``clock`` (wall time, or ``time.process_time``: CPU time, robust to other processes when
+    torch runs one thread)."""
+
+    def __init__(self, runner: Any, repeats: int, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.runner, self.repeats, self.timer = runner, repeats, clock
+        self.times: list[list[float]] = []
+
+    def __getattr__(self, name: str) -> Any:  # loaded, device, determine_num_blocks, initialize_kv_cache
+        return getattr(self.runner, name)
+
+    def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
+        saved = {
+            r: (s, list(s.token_ids), s.num_computed_tokens, list(s.block_ids)) for r, s in self.runner.requests.items()
+        }
+        times = []
+        for i in range(self.repeats):
+            if i:
+                self.runner.requests = {}
+                for r, (state, tokens, computed, blocks) in saved.items():
+                    state.token_ids, state.num_computed_tokens, state.block_ids = list(tokens), computed, list(blocks)
+                    self.runner.requests[r] = state
+            t0 = self.timer()
+            result = self.runner.execute_model(out)
+            times.append(self.timer() - t0)
+        self.times.append(times)
+        return result
+
+
+def measure_real_steps(
+    loaded: Any, repeats: int = 3, clock: Callable[[], float] = time.perf_counter, seed: int = 0
+) -> list[tuple[StepShape, list[float]]]:
+    """Every scene's steps on the real ModelRunner, each step timed ``repeats`` times: (shape, times)."""
+    import random
+
+    from minivllm.engine.llm_engine import LLMEngine
+    from minivllm.sampling_params import SamplingParams
+    from minivllm.worker.model_runner import ModelRunner
+
+    measured = []
+    for i, sc in enumerate(calibration_scenes()):
+        rng = random.Random(seed + i)
+        config = EngineConfig.from_kwargs(
+            max_num_batched_tokens=sc["budget"], max_num_seqs=sc["seqs"], max_model_len=max(sc["prompts"]) + 64,
+            enable_prefix_caching=False,
+        )  # fmt: skip
+        runner = RepeatingRunner(ModelRunner(config, loaded), repeats, clock)
+        engine = LLMEngine(config, executor=runner)
+        for j, (p, m) in enumerate(zip(sc["prompts"], sc["max_tokens"])):
+            ids = [rng.randrange(loaded.arch.vocab_size) for _ in range(p)]
+            params = SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True)
+            engine.add_request(f"s{i}r{j}", ids, params, arrival_time=0.0)
+        while engine.has_unfinished_requests():
+            engine.step()
+        shapes = shapes_from_steps(engine.trace.steps)
+        measured += [(shape, times) for shape, times in zip(shapes, runner.times) if shape]
+        print(f"scene {i + 1}/{len(calibration_scenes())}: {len(shapes)} steps x {repeats}", flush=True)
+    return measured
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Calibrate a CPU cost-model preset from real ModelRunner steps.")
+    parser.add_argument("--calibrate", metavar="OUT.json", default=str(PRESET_DIR / "cpu_smollm2.json"))
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--repeats", type=int, default=3, help="times each step is run (back to back)")
+    parser.add_argument("--statistic", choices=("median", "min"), default="median", help="over the repeats")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: process time (1 thread)")
+    parser.add_argument("--refit", metavar="PRESET", help="refit on the times stored in a preset; runs nothing")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.refit:
+        old = CostModel.from_preset(args.refit)
+        measured = [([tuple(x) for x in shape], times) for shape, _, times in old.meta["samples"]]
+        base, meta = CostModel(**{**old.to_dict(), "meta": {}}), dict(old.meta)
+    else:
+        from minivllm.model.loader import load_model
+
+        loaded = load_model(args.model)
+        t0 = time.perf_counter()
+        if args.clock == "cpu" and torch.get_num_threads() != 1:
+            parser.error("--clock cpu sums the CPU time of all threads: use it with --threads 1")
+        measured = measure_real_steps(
+            loaded, args.repeats, time.process_time if args.clock == "cpu" else time.perf_counter
+        )
+        a = loaded.arch
+        base = CostModel(
+            name=f"cpu_{args.model}",
+            kv_bytes_per_token=2 * a.num_layers * a.num_kv_heads * a.head_dim * 4,  # float32 on CPU
+            kv_cache_bytes=1 << 30,  # ModelRunner's default CPU KV budget
+            vocab_size=a.vocab_size,
+            max_model_len=a.max_position_embeddings,
+        )
+        meta = {
+            "description": f"{args.model} on this machine's CPU: float32, torch attention backend, real steps",
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{_cpu_name()}, {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}",
+            "torch_threads": torch.get_num_threads(),
+            "clock": args.clock,
+            "torch": torch.__version__,
+            "repeats": args.repeats,
+            "load_average_after": os.getloadavg()[0],
+            "measure_seconds": round(time.perf_counter() - t0, 1),
+            "command": "python -m minivllm.sim.calibrate --threads 1 --clock cpu "
+            "--calibrate minivllm/sim/presets/cpu_smollm2.json",
+            "refit": "python -m minivllm.sim.calibrate --refit cpu_smollm2 --statistic min --calibrate OUT.json",
+        }
+    pick = statistics.median if args.statistic == "median" else min
+    samples = [StepSample(shape, pick(times)) for shape, times in measured]
+    model, report = calibrate(samples, base)
+    meta["method"] = (
+        f"offline scenes (calibration_scenes), each step run {len(measured[0][1])} times back to back, "
+        f"{args.statistic} of the times; fitted (least absolute relative error, IRLS) on a random 70% of the steps, "
+        "errors on the other 30%. samples = [shape, fitted duration, all times]"
+    )
+    meta["samples"] = [[s.shape, s.duration, times] for s, (_, times) in zip(samples, measured)]
+    model.meta = {**meta, "statistic": args.statistic, "calibration": report.to_dict()}
+    model.save(args.calibrate)
+    print(f"{len(samples)} steps; held-out median APE {report.median_ape:.1f}%, p90 {report.p90_ape:.1f}%")
+    print({k: v for k, v in model.to_dict().items() if k != "meta"})
+
+
+if __name__ == "__main__":
+    main()

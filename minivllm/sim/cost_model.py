@@ -1,0 +1,253 @@
+"""Step-time cost model for the simulator, its presets and calibrate() (§11.7).
+
+One engine step is priced from its shape, a list of ``(query_len, context_len)``
+per scheduled request (``context_len`` = tokens already in the KV cache):
+
+    t = overhead + per_token * max(T, ridge_tokens) + per_request * R
+        + attn_pair * sum q*(k + (q+1)/2) + kv_read_per_byte * kv_bytes_per_token * sum k
+
+``T`` = scheduled tokens, ``R`` = scheduled requests. The linear layers cost per
+token above the ridge point and the weight read below it (serving_facts §9.2);
+attention costs per causal (query, key) pair (Vidur ``mfu_calculator.py``) plus
+the KV bytes it reads: decode contexts and the earlier chunks of a chunked
+prompt (SARATHI §4.2). Mirrors, in one closed form, Vidur's
+``vidur/execution_time_predictor/sklearn_execution_time_predictor.py`` (token-level
+ops priced by batch tokens, decode attention by KV bytes) and the profiling
+step of Sarathi-Serve §4.3. Tile quantization and CPU jitter are not modelled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minivllm.core.output import SchedulerOutput
+
+PRESET_DIR = Path(__file__).resolve().parent / "presets"  # package data (pyproject.toml)
+COEFFICIENTS = ("overhead_s", "per_token_s", "per_request_s", "attn_pair_s", "kv_read_s_per_byte")
+StepShape = list[tuple[int, int]]  # (query_len, context_len) per scheduled request
+
+
+def step_shape(out: SchedulerOutput) -> StepShape:
+    """The shape of one step straight from the scheduler's decisions."""
+    computed = out.num_computed_tokens
+    return [(n, computed[r]) for r, n in out.num_scheduled_tokens.items()]
+
+
+@dataclass
+class CostModel:
+    """Named coefficients in seconds, plus the model facts the simulator needs (KV size, vocab)."""
+
+    name: str = "custom"
+    overhead_s: float = 0.0  # per step: scheduling, launches, sampling
+    per_token_s: float = 0.0  # linear layers per scheduled token, above the ridge point
+    ridge_tokens: int = 0  # below this many tokens a step still pays for reading all weights
+    per_request_s: float = 0.0  # per scheduled request (metadata, per-request attention calls)
+    attn_pair_s: float = 0.0  # per causal (query, key) pair
+    kv_read_s_per_byte: float = 0.0  # per byte of KV cache read (1 / effective bandwidth)
+    kv_bytes_per_token: int = 0  # 2 (K, V) * layers * kv_heads * head_dim * bytes per element
+    kv_cache_bytes: int = 0  # KV capacity: decides the number of blocks in the simulator
+    vocab_size: int = 49152
+    max_model_len: int = 8192
+    meta: dict[str, Any] = field(default_factory=dict)  # sources, derivation, calibration report
+
+    def features(self, shape: StepShape) -> np.ndarray:
+        """The factors the coefficients in COEFFICIENTS multiply, in that order."""
+        tokens = sum(q for q, _ in shape)
+        pairs = sum(q * k + q * (q + 1) / 2 for q, k in shape)
+        kv_bytes = self.kv_bytes_per_token * sum(k for _, k in shape)
+        return np.array([1.0, max(tokens, self.ridge_tokens), len(shape), pairs, kv_bytes], dtype=float)
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        return np.array([getattr(self, c) for c in COEFFICIENTS], dtype=float)
+
+    def step_time(self, shape: Iterable[tuple[int, int]]) -> float:
+        """Seconds for one step; an empty step costs nothing (the engine runs no model)."""
+        shape = [(int(q), int(k)) for q, k in shape]
+        if not shape:
+            return 0.0
+        return float(self.features(shape) @ self.coefficients)
+
+    def num_blocks(self, block_size: int) -> int:
+        if self.kv_bytes_per_token <= 0 or self.kv_cache_bytes <= 0:
+            raise ValueError(f"cost model {self.name!r} has no KV capacity (kv_cache_bytes, kv_bytes_per_token).")
+        return int(self.kv_cache_bytes // (self.kv_bytes_per_token * block_size))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CostModel:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown cost-model fields {unknown}; allowed: {sorted(names)}.")
+        return cls(**d)
+
+    def save(self, path: str | Path) -> None:
+        """JSON with one line per stored calibration sample (``meta["samples"]``), the rest indented."""
+        d = self.to_dict()
+        samples = d["meta"].pop("samples", None)
+        text = json.dumps(d, indent=2)
+        if samples is not None:
+            rows = ",\n      ".join(json.dumps(s) for s in samples)
+            head = text[: text.rindex("}", 0, text.rindex("}"))].rstrip()
+            comma = "" if head.endswith("{") else ","
+            text = f'{head}{comma}\n    "samples": [\n      {rows}\n    ]\n  }}\n}}'
+        Path(path).write_text(text + "\n")
+
+    @classmethod
+    def from_preset(cls, name: str) -> CostModel:
+        """A preset from minivllm/sim/presets/NAME.json, or a path to such a JSON file."""
+        path = Path(name) if name.endswith(".json") else PRESET_DIR / f"{name}.json"
+        if not path.is_file():
+            raise ValueError(f"unknown cost-model preset {name!r}; available: {', '.join(list_presets())}.")
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+# ---------------------------------------------------------------------- shapes from a trace
+@dataclass
+class StepSample:
+    """One measured step: its shape and how long it took."""
+
+    shape: StepShape
+    duration: float
+
+
+def shapes_from_steps(steps: Sequence[Any]) -> list[StepShape]:
+    """Rebuild each StepRecord's (query_len, context_len) pairs: a request's context starts at its
+    prefix-cache hit when admitted (or resumed), grows by what it is scheduled, and is forgotten when
+    it is preempted or finishes. Exact without speculative decoding (rejected drafts are not in a
+    StepRecord)."""
+    context: dict[str, int] = {}
+    shapes = []
+    for s in steps:
+        for r in s.preempted:
+            context.pop(r, None)
+        for r in s.new_requests:
+            context[r] = s.prefix_cache_hit_tokens.get(r, 0)
+        scheduled: dict[str, int] = {}
+        for part in (s.prefill_tokens, s.decode_tokens, s.spec_tokens):
+            for r, n in part.items():
+                scheduled[r] = scheduled.get(r, 0) + n
+        shapes.append([(n, context.get(r, 0)) for r, n in scheduled.items()])
+        for r, n in scheduled.items():
+            context[r] = context.get(r, 0) + n
+        for r in s.finished:
+            context.pop(r, None)
+    return shapes
+
+
+def samples_from_steps(steps: Sequence[Any]) -> list[StepSample]:
+    return [StepSample(shape, s.duration) for shape, s in zip(shapes_from_steps(steps), steps) if shape]
+
+
+# ---------------------------------------------------------------------- calibration
+@dataclass
+class CalibrationReport:
+    """How well the fitted model predicts steps it was not fitted on (absolute percentage errors)."""
+
+    num_train: int
+    num_test: int
+    median_ape: float  # held-out
+    p90_ape: float  # held-out
+    train_median_ape: float
+    ridge_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with c >= 0: refit without the most negative coefficient until none is negative."""
+    active = list(range(a.shape[1]))
+    while True:
+        coef = np.zeros(a.shape[1])
+        if active:
+            coef[active] = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
+        if coef.min() >= 0:
+            return coef
+        active.remove(int(np.argmin(coef)))
+
+
+def _fit(x: np.ndarray, target: np.ndarray, scale: np.ndarray, robust: bool) -> tuple[np.ndarray, float]:
+    """Coefficients minimising the residuals relative to ``scale``: squared, or (robust) absolute via
+    iteratively reweighted least squares, so that a few steps slowed by other processes do not pull the fit."""
+    w = 1.0 / scale
+    for _ in range(30 if robust else 1):
+        coef = _nnls(x * w[:, None], target * w)
+        r = np.abs(x @ coef - target) / scale
+        w = 1.0 / (scale * np.sqrt(np.maximum(r, 1e-4)))
+    return coef, float(np.sum(r) if robust else np.sum(r**2))
+
+
+def ape(model: CostModel, samples: Sequence[StepSample]) -> np.ndarray:
+    """Absolute percentage errors of the model's step times."""
+    pred = np.array([model.step_time(s.shape) for s in samples])
+    true = np.array([s.duration for s in samples])
+    return np.abs(pred - true) / true * 100.0
+
+
+def calibrate(
+    records: Sequence[Any],
+    base: CostModel | None = None,
+    fit: Sequence[str] = (*COEFFICIENTS, "ridge_tokens"),
+    holdout: float = 0.3,
+    seed: int = 0,
+    max_ridge: int = 1024,
+    robust: bool = True,
+) -> tuple[CostModel, CalibrationReport]:
+    """Fit the ``fit`` coefficients (non-negative; least absolute relative error, or with ``robust=False``
+    relative least squares) and ``ridge_tokens`` (grid over the observed token counts <= max_ridge) on a
+    random ``1 - holdout`` share of the steps; report the errors on the rest. ``records`` are StepSamples
+    or StepRecords (contexts from :func:`shapes_from_steps`); coefficients not in ``fit`` keep ``base``'s."""
+    bad = sorted(set(fit) - {*COEFFICIENTS, "ridge_tokens"})
+    if bad:
+        raise ValueError(f"cannot fit {bad}; allowed: {[*COEFFICIENTS, 'ridge_tokens']}.")
+    if records and not isinstance(records[0], StepSample):
+        records = samples_from_steps(records)
+    samples = [s for s in records if s.shape and s.duration > 0]
+    if len(samples) < len(fit) + 1:
+        raise ValueError(f"calibrate needs at least {len(fit) + 1} non-empty steps, got {len(samples)}.")
+    order = np.random.default_rng(seed).permutation(len(samples))
+    num_test = int(round(len(samples) * holdout)) if len(samples) >= 10 else 0
+    test = [samples[i] for i in order[:num_test]]
+    train = [samples[i] for i in order[num_test:]]
+    base = base or CostModel()
+    cols = [COEFFICIENTS.index(c) for c in fit if c != "ridge_tokens"]
+    held = base.coefficients * np.isin(np.arange(len(COEFFICIENTS)), cols, invert=True)
+    y = np.array([s.duration for s in train])
+    x = np.array([CostModel(**{**base.to_dict(), "ridge_tokens": 0}).features(s.shape) for s in train])
+    tokens = x[:, 1].copy()
+    ridges = sorted({0, *(int(t) for t in tokens if t <= max_ridge)}) if "ridge_tokens" in fit else [base.ridge_tokens]
+    best: tuple[float, int, np.ndarray] | None = None
+    for ridge in ridges:
+        x[:, 1] = np.maximum(tokens, ridge)
+        fixed = x @ held
+        coef, err = _fit(x[:, cols], y - fixed, y, robust)
+        if best is None or err < best[0] * (1 - 1e-9):
+            best = (err, ridge, coef)
+    assert best is not None
+    _, ridge, coef = best
+    values = {COEFFICIENTS[c]: float(v) for c, v in zip(cols, coef)}
+    model = CostModel(**{**base.to_dict(), **values, "ridge_tokens": ridge})
+    test_err = ape(model, test) if test else ape(model, train)
+    report = CalibrationReport(
+        num_train=len(train),
+        num_test=len(test),
+        median_ape=float(np.median(test_err)),
+        p90_ape=float(np.percentile(test_err, 90)),
+        train_median_ape=float(np.median(ape(model, train))),
+        ridge_tokens=ridge,
+    )
+    return model, report

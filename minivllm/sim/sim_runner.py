@@ -1,0 +1,61 @@
+"""SimRunner: the model runner's interface, with time from a cost model (§11.7).
+
+The engine, the Scheduler and every decision are the real ones; only the
+forward pass is replaced. Tokens come from FakeModelRunner (deterministic), and
+``execute_model`` advances a VirtualClock by the cost model's price for the
+step's shape, so a laptop replays GPU-scale serving in milliseconds. Mirrors
+Vidur's replica stage (``vidur/entities/execution_time.py`` priced by
+``execution_time_predictor``) with vLLM V1's scheduler instead of Vidur's.
+
+Presets are fitted to real ModelRunner steps by :mod:`minivllm.sim.calibrate`.
+"""
+
+from __future__ import annotations
+
+from minivllm.config import EngineConfig
+from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.sim.clock import VirtualClock
+from minivllm.sim.cost_model import CostModel, step_shape
+from minivllm.worker.fake_runner import FakeModelRunner
+
+
+class SimRunner:
+    """Same interface as ModelRunner: ``execute_model``, ``determine_num_blocks``, ``initialize_kv_cache``."""
+
+    def __init__(
+        self,
+        cost_model: CostModel,
+        vocab_size: int = 49152,
+        eos_token_id: int | None = None,
+        num_spec_tokens: int = 0,
+        config: EngineConfig | None = None,
+    ) -> None:
+        self.cost_model = cost_model
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+        self.config = config
+        self.tokens = FakeModelRunner(vocab_size, eos_token_id, num_spec_tokens)
+        self.clock = VirtualClock()
+        self.num_steps = 0
+        self.busy_time = 0.0  # virtual seconds spent in steps (the rest is idle waiting for arrivals)
+
+    def determine_num_blocks(self) -> int:
+        """The config's num_gpu_blocks if set, else the cost model's KV capacity in blocks."""
+        cc = self.config.cache_config if self.config is not None else None
+        if cc is not None and cc.num_gpu_blocks is not None:
+            return cc.num_gpu_blocks
+        return self.cost_model.num_blocks(cc.block_size if cc is not None else 16)
+
+    def initialize_kv_cache(self, num_blocks: int) -> None:
+        """Nothing to allocate: the simulator holds no tensors."""
+
+    def roll_back(self, num_tokens: dict[str, int]) -> None:
+        self.tokens.roll_back(num_tokens)
+
+    def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
+        dt = self.cost_model.step_time(step_shape(scheduler_output))
+        result = self.tokens.execute_model(scheduler_output)
+        self.clock.advance(dt)
+        self.num_steps += 1
+        self.busy_time += dt
+        return result

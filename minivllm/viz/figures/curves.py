@@ -1,0 +1,202 @@
+"""Curves over runs and over time (§11.7, §11.9).
+
+* :func:`chunk_size_curves` (§11.7): the four curves of a chunk-size sweep. As the budget
+  (max_num_batched_tokens) grows, TTFT falls (prompts finish in fewer steps), TPOT rises
+  (decodes share steps with bigger chunks), throughput is an inverted U (tiny chunks pay the
+  step overhead again and again, huge ones stall decodes and preempt) and utilisation (mean
+  tokens per step) plateaus once the workload cannot fill bigger steps.
+* :func:`latency_cdfs`: TTFT and TPOT distributions of one or more runs.
+* :func:`queue_kv_over_time`: running / waiting queue lengths and KV-cache usage per step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from minivllm.metrics.trace import EngineTrace
+from minivllm.viz.figures.theme import FONT_COLOUR, GREY, OKABE_ITO, SEQUENCE, message_figure, style
+
+MS = 1e3
+# (panel title, [(metric key, line label, dash)], scale, y-axis title)
+PANELS = (
+    ("TTFT falls", [("ttft_p50", "TTFT p50", "solid"), ("ttft_p99", "TTFT p99", "dash")], MS, "TTFT (ms)"),
+    ("TPOT rises", [("tpot_p50", "TPOT p50", "solid"), ("tpot_p99", "TPOT p99", "dash")], MS, "TPOT (ms)"),
+    ("throughput: an inverted U", [("output_throughput", "output tok/s", "solid")], 1.0, "output tokens / s"),
+    ("utilisation plateaus", [("tokens_per_step", "tokens per step", "solid")], 1.0, "mean tokens per step"),
+)
+
+
+def tokens_per_step(metrics: Mapping[str, float]) -> float:
+    """Mean tokens per engine step (prompt + output tokens / steps): how full the batches ran.
+    Grows with the budget until the workload cannot fill bigger steps, then flattens."""
+    if metrics.get("tokens_per_step") is not None:
+        return float(metrics["tokens_per_step"])
+    steps = metrics.get("num_steps") or 0
+    tokens = (metrics.get("num_prompt_tokens") or 0) + (metrics.get("num_output_tokens") or 0)
+    return tokens / steps if steps else math.nan
+
+
+def sweep_points(results: Any, param: str = "max_num_batched_tokens") -> list[tuple[Any, Mapping[str, float]]]:
+    """(value, metrics) pairs sorted by value, from ``{value: metrics}``, ``[(value, metrics)]`` or
+    ``bench`` results (``[{"point": {param: v}, "metrics": {...}}]``)."""
+    if isinstance(results, Mapping):
+        pairs = list(results.items())
+    else:
+        pairs = []
+        for r in results:
+            if isinstance(r, Mapping) and "metrics" in r:
+                point = {**r.get("config", {}), **r.get("point", {})}
+                if param not in point:
+                    raise ValueError(f"sweep result has no value for {param!r}; it has {sorted(point)}.")
+                pairs.append((point[param], r["metrics"]))
+            else:
+                value, metrics = r
+                pairs.append((value, metrics))
+    return sorted(pairs, key=lambda p: p[0])
+
+
+def _number(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def chunk_size_curves(
+    results: Any, param: str = "max_num_batched_tokens", title: str | None = None, height: int = 600
+) -> go.Figure:
+    """The four §11.7 curves against ``param`` (log axis when the values span 8x or more)."""
+    title = title or "Chunk size: the four curves (§11.7)"
+    points = sweep_points(results, param)
+    if not points:
+        return message_figure("No sweep results: run one engine per chunk size first.", title)
+    xs = [p[0] for p in points]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[p[0] for p in PANELS], vertical_spacing=0.2)
+    for i, (_, lines, scale, y_title) in enumerate(PANELS):
+        row, col = divmod(i, 2)
+        for j, (key, label, dash) in enumerate(lines):
+            ys = [(tokens_per_step(m) if key == "tokens_per_step" else _number(m.get(key))) * scale for _, m in points]
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines+markers",
+                    name=label,
+                    line=dict(color=SEQUENCE[i], dash=dash, width=2),
+                    marker=dict(size=7, symbol="circle" if j == 0 else "diamond"),
+                    hovertemplate=f"{param} = %{{x}}<br>{label}: %{{y:.3g}}<extra></extra>",
+                ),
+                row=row + 1,
+                col=col + 1,
+            )
+        fig.update_yaxes(title=y_title, rangemode="tozero", row=row + 1, col=col + 1)
+    numeric = [x for x in xs if isinstance(x, (int, float)) and x > 0]
+    log = len(numeric) == len(xs) and max(numeric) >= 8 * min(numeric)
+    fig.update_xaxes(title=f"{param} (tokens)", type="log" if log else None)
+    if log:
+        fig.update_xaxes(tickvals=xs, ticktext=[str(x) for x in xs])
+    fig.update_annotations(font=dict(color=FONT_COLOUR, size=13))
+    return style(fig, title, height=height, top=115)
+
+
+def _cdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
+    xs = sorted(values)
+    n = len(xs)
+    return xs, [(i + 1) / n for i in range(n)]
+
+
+def request_latencies(trace: EngineTrace) -> tuple[list[float], list[float]]:
+    """(TTFTs, TPOTs) in seconds, with metrics.py's definitions (TPOT for requests with > 1 token)."""
+    ttft = [r.ttft for r in trace.requests.values() if r.token_times]
+    tpot = [
+        (r.token_times[-1] - r.token_times[0]) / (r.num_output_tokens - 1)
+        for r in trace.requests.values()
+        if r.num_output_tokens > 1
+    ]
+    return ttft, tpot
+
+
+def _as_runs(traces: EngineTrace | Mapping[str, EngineTrace]) -> dict[str, EngineTrace]:
+    return {"run": traces} if isinstance(traces, EngineTrace) else dict(traces)
+
+
+def latency_cdfs(traces: EngineTrace | Mapping[str, EngineTrace], title: str | None = None) -> go.Figure:
+    """Empirical CDFs of TTFT and TPOT (ms), one line per run."""
+    title = title or "TTFT and TPOT distributions (§11.7)"
+    runs = _as_runs(traces)
+    if not any(t.requests for t in runs.values()):
+        return message_figure("No requests in this trace: run the engine on a workload first.", title)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"), shared_yaxes=True)
+    for i, (label, trace) in enumerate(runs.items()):
+        for col, values in enumerate(request_latencies(trace), start=1):
+            xs, ys = _cdf([v * MS for v in values])
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color=SEQUENCE[i % len(SEQUENCE)], shape="hv", width=2),
+                    name=label,
+                    legendgroup=label,
+                    showlegend=col == 1,
+                    hovertemplate=f"{label}: %{{y:.0%}} of requests ≤ %{{x:.1f}} ms<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_xaxes(title="TTFT (ms)", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title="TPOT (ms per output token)", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title="fraction of requests", range=[0, 1.02], tickformat=".0%", row=1, col=1)
+    fig.update_annotations(font=dict(color=FONT_COLOUR, size=13))
+    return style(fig, title, height=400, top=115)
+
+
+def queue_kv_over_time(traces: EngineTrace | Mapping[str, EngineTrace], title: str | None = None) -> go.Figure:
+    """Running and waiting requests (top) and KV-cache usage (bottom) at the end of each step (ms).
+
+    One run: one colour per series. Several runs: one colour per run, one dash per series."""
+    title = title or "Queues and KV-cache usage over time (§11.9)"
+    runs = _as_runs(traces)
+    if not any(t.steps for t in runs.values()):
+        return message_figure("This trace has no steps: run the engine first.", title)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+    multi = len(runs) > 1
+    names = ("running", "waiting", "KV usage")
+    dashes = ("solid", "dot", "dash") if multi else ("solid",) * 3
+    for i, (label, trace) in enumerate(runs.items()):
+        t = [s.end * MS for s in trace.steps]
+        values = (
+            [s.num_running for s in trace.steps],
+            [s.num_waiting for s in trace.steps],
+            [s.kv_usage for s in trace.steps],
+        )
+        own = [OKABE_ITO[c] for c in ("blue", "orange", "bluish_green")]
+        colours = [SEQUENCE[i % len(SEQUENCE)]] * 3 if multi else own
+        for j, (name, ys) in enumerate(zip(names, values)):
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color=colours[j], dash=dashes[j], shape="hv", width=1.8),
+                    name=label if multi else name,
+                    legendgroup=label if multi else name,
+                    showlegend=not multi or j == 0,
+                    hovertemplate=f"{label}<br>{name} %{{y{':.0%' if j == 2 else ''}}} at %{{x:.1f}} ms<extra></extra>",
+                ),
+                row=2 if j == 2 else 1,
+                col=1,
+            )
+    if multi:  # a key for the dashes
+        for name, dash in zip(names, dashes):
+            fig.add_trace(
+                go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=GREY, dash=dash), name=name),
+                row=1,
+                col=1,
+            )
+    fig.update_yaxes(title="requests", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="KV blocks in use", range=[0, 1.05], tickformat=".0%", row=2, col=1)
+    fig.update_xaxes(title="time since the first arrival (ms)", row=2, col=1)
+    return style(fig, title, height=480)

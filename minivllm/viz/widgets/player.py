@@ -1,0 +1,138 @@
+"""Step player (§11.3, §11.5): Play / slider over a finished trace, one engine step at a time.
+
+Top: the whole run's chunk schedule with a marker on the current step. Below: the current
+step seen from the requests (prefill / decode / draft tokens each) and, when the trace was
+recorded with ``record_block_pool=True``, the KV block map after that step. Play and the
+slider are joined with ``widgets.link`` (kernel side: works in pytest and in Colab); every
+figure changes inside one ``batch_update``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from minivllm.metrics.trace import EngineTrace
+from minivllm.viz.figures.blocks import block_map_data, kv_block_map
+from minivllm.viz.figures.schedule import chunk_schedule, step_view
+from minivllm.viz.figures.theme import COLOURS, OKABE_ITO, message_figure, style
+from minivllm.viz.widgets.base import message_html
+
+EMPTY = "This trace has no steps: run the engine first (e.g. engine.run(workload.requests))."
+
+
+def step_figure(view: dict | None = None) -> go.Figure:
+    """Horizontal stacked bars: tokens each request got in one step (three traces: prefill, decode, spec)."""
+    view = view or {"requests": [], "prefill": [], "decode": [], "spec": [], "title": ""}
+    fig = go.Figure(
+        [
+            go.Bar(
+                orientation="h",
+                y=view["requests"],
+                x=view[kind],
+                name=name,
+                marker_color=COLOURS[kind],
+                hovertemplate=f"%{{y}}: %{{x}} {name}<extra></extra>",
+            )
+            for kind, name in (("decode", "decode tokens"), ("spec", "draft tokens"), ("prefill", "prefill tokens"))
+        ]  # fmt: skip
+    )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="tokens in this step", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed", title="request")
+    return style(fig, view["title"], height=360)
+
+
+class StepPlayer:
+    """Step through ``trace``: ``player.slider.value = k`` (or press Play) shows step k."""
+
+    def __init__(self, trace: EngineTrace, interval_ms: int = 400) -> None:
+        self.trace = trace
+        n = len(trace.steps)
+        self.play = W.Play(min=0, max=max(n - 1, 0), interval=interval_ms, description="play", disabled=n == 0)
+        self.slider = W.IntSlider(min=0, max=max(n - 1, 0), description="step", disabled=n == 0)
+        W.link((self.play, "value"), (self.slider, "value"))
+        self.info = W.HTML(message_html(EMPTY, "warning") if n == 0 else "")
+        self.has_blocks = n > 0 and trace.steps[0].block_pool is not None
+        if n == 0:
+            self.schedule = go.FigureWidget(message_figure(EMPTY, "Chunk schedule (§11.3)"))
+            self.step_fig = go.FigureWidget(message_figure(EMPTY, "Step (§11.3)"))
+        else:
+            sched = chunk_schedule(trace, height=320)
+            top = max(max(s.token_budget, s.num_scheduled_tokens) for s in trace.steps)
+            sched.add_trace(
+                go.Scatter(x=[0, 0], y=[0, top * 1.05], mode="lines", name="current step",
+                           line=dict(color=OKABE_ITO["vermillion"], width=3), hoverinfo="skip")
+            )  # fmt: skip
+            self.schedule = go.FigureWidget(sched)
+            self.step_fig = go.FigureWidget(step_figure(step_view(trace, 0)))
+        self.blocks = None
+        if self.has_blocks:
+            s = trace.steps[0]
+            self.blocks = go.FigureWidget(kv_block_map(s.block_pool, s.block_tables, "KV block map (§11.5)"))
+        self.slider.observe(self._render, names="value")
+        self._render()
+        lower = [self.step_fig] + ([self.blocks] if self.blocks is not None else [])
+        self.ui = W.VBox([W.HBox([self.play, self.slider]), self.info, self.schedule, W.HBox(lower)])
+
+    def _render(self, change: Any = None) -> None:
+        if not self.trace.steps:
+            return
+        k = self.slider.value
+        view = step_view(self.trace, k)
+        with self.schedule.batch_update():
+            self.schedule.data[-1].x = [k, k]
+        with self.step_fig.batch_update():
+            for tr, kind in zip(self.step_fig.data, ("decode", "spec", "prefill")):
+                tr.y, tr.x = view["requests"], view[kind]
+            self.step_fig.layout.title.text = view["title"]
+        if self.blocks is not None:
+            s = self.trace.steps[k]
+            data = block_map_data(s.block_pool, s.block_tables)
+            with self.blocks.batch_update():
+                heat = self.blocks.data[0]
+                heat.z, heat.text, heat.hovertext = data.z, data.text, data.hover
+                for tr, (name, count) in zip(self.blocks.data[2:], data.counts.items()):
+                    tr.name = f"{name} ({count})"
+                self.blocks.layout.title.text = f"KV block map after step {k} (§11.5)"
+        self.info.value = message_html(view["title"])
+
+    def state(self) -> dict:
+        """What the player shows now, as plain data (notebooks print it for nbval)."""
+        if not self.trace.steps:
+            return {"step": None, "message": EMPTY}
+        k = self.slider.value
+        s = self.trace.steps[k]
+        view = step_view(self.trace, k)
+        cells = {}
+        for r, p, d, sp in zip(view["requests"], view["prefill"], view["decode"], view["spec"]):
+            cells[r] = (
+                "--" if r in s.preempted else "+".join(f"{c}{n}" for c, n in (("P", p), ("D", d), ("S", sp)) if n)
+            )
+        out = {
+            "step": k,
+            "time_ms": round(s.start * 1e3, 3),
+            "duration_ms": round(s.duration * 1e3, 3),
+            "tokens": f"{s.num_scheduled_tokens}/{s.token_budget}",
+            "cells": cells,
+            "running": s.num_running,
+            "waiting": s.num_waiting,
+            "kv_usage": round(s.kv_usage, 4),
+            "preempted": list(s.preempted),
+            "finished": list(s.finished),
+        }
+        if s.block_pool is not None:
+            out["blocks"] = block_map_data(s.block_pool, s.block_tables).counts
+        return out
+
+    def summary(self) -> str:
+        st = self.state()
+        if st["step"] is None:
+            return st["message"]
+        cells = " ".join(f"{r}:{c}" for r, c in st["cells"].items())
+        return f"step {st['step']}: {st['tokens']} tokens [{cells}] running {st['running']} waiting {st['waiting']}"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.ui._repr_mimebundle_(**kwargs)

@@ -1,0 +1,276 @@
+"""ModelRunner: turns a SchedulerOutput into sampled tokens with the real model (§11.6).
+
+Mirrors ``vllm/v1/worker/gpu_model_runner.py`` (v0.8.5): it keeps its own
+mirror of every request (tokens, block table, generator) updated only from
+SchedulerOutput, packs all scheduled tokens into one flat batch, builds the
+varlen metadata, runs the model, and samples one token for each request that
+has caught up with its prompt. A request still inside its prompt gets nothing
+and its generator is not advanced.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
+from minivllm.attention.selector import get_attn_backend
+from minivllm.config import EngineConfig
+from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.core.rollback import RequestError
+from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
+from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
+from minivllm.sample.rejection_sampler import verify_drafts
+from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
+from minivllm.sampling_params import SamplingParams
+from minivllm.spec_decode.ngram_proposer import NgramProposer
+from minivllm.worker.cpu_malloc import keep_freed_memory
+
+DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
+
+
+@dataclass
+class CachedRequestState:
+    """The runner's own record of one request (``CachedRequestState`` in vLLM)."""
+
+    req_id: str
+    token_ids: list[int]  # prompt + outputs as far as the runner knows them
+    num_prompt_tokens: int
+    sampling_params: SamplingParams
+    generator: torch.Generator | None
+    block_ids: list[int]
+    num_computed_tokens: int = 0
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was requested but CUDA is not available; use 'cpu' or 'auto'.")
+    return torch.device(device)
+
+
+class ModelRunner:
+    """Owns the model, the paged KV cache tensor and the per-request mirror."""
+
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
+        self.config = config
+        mc = config.model_config
+        self.device = resolve_device(mc.device)
+        dtype = mc.dtype if mc.dtype != "auto" else ("bfloat16" if self.device.type == "cuda" else "float32")
+        self.dtype = resolve_dtype(dtype)
+        self.loaded = loaded or load_model(mc.model, self.dtype, self.device)
+        self.model = self.loaded.model
+        self.arch = self.loaded.arch
+        self.cpu_gemm = resolve_cpu_gemm(mc.cpu_gemm, self.device, self.dtype)
+        set_cpu_gemm(self.model, self.cpu_gemm)
+        if self.device.type == "cpu":
+            keep_freed_memory()
+        self.block_size = config.cache_config.block_size
+        self.attn_backend = get_attn_backend(
+            mc.attention_backend, self.device, self.dtype, self.block_size, self.arch.head_dim
+        )
+        self.sampler = Sampler()
+        self.default_generator = torch.Generator(device=self.device)
+        self.default_generator.manual_seed(mc.seed)
+        self.requests: dict[str, CachedRequestState] = {}
+        self.kv_caches: torch.Tensor | None = None
+        spec = config.speculative_config
+        self.proposer = (
+            NgramProposer(spec.num_speculative_tokens, spec.prompt_lookup_max, spec.prompt_lookup_min)
+            if spec.num_speculative_tokens > 0
+            else None
+        )
+
+    # ------------------------------------------------------------------ KV cache
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one block across all layers: K and V, block_size tokens, every KV head."""
+        a = self.arch
+        elem = torch.tensor([], dtype=self.dtype).element_size()
+        return 2 * a.num_layers * self.block_size * a.num_kv_heads * a.head_dim * elem
+
+    def determine_num_blocks(self) -> int:
+        """How many blocks fit the memory budget (CPU: bytes; CUDA: gpu_memory_utilization after a warm-up)."""
+        cc = self.config.cache_config
+        if cc.num_gpu_blocks is not None:
+            return cc.num_gpu_blocks
+        if self.device.type != "cuda":
+            budget = cc.kv_cache_memory_bytes or DEFAULT_CPU_KV_CACHE_BYTES
+        else:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.profile_run()
+            free, total = torch.cuda.mem_get_info(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+            used_by_others = total - free - torch.cuda.memory_allocated(self.device)
+            budget = int(total * cc.gpu_memory_utilization) - peak - used_by_others
+        num_blocks = budget // self.block_bytes
+        if num_blocks < 2:
+            raise ValueError(
+                f"The KV cache budget ({budget} bytes) holds {num_blocks} blocks of {self.block_bytes} bytes; "
+                "at least 2 are needed. Raise kv_cache_memory_bytes / gpu_memory_utilization or lower block_size."
+            )
+        return int(num_blocks)
+
+    def initialize_kv_cache(self, num_blocks: int) -> None:
+        """Allocate the paged KV cache; one that cannot be allocated raises ValueError saying how many bytes
+        were asked for and which parameter to lower (vLLM's "not enough KV cache memory" error, at allocation)."""
+        a = self.arch
+        shape = (a.num_layers, 2, num_blocks, self.block_size, a.num_kv_heads, a.head_dim)
+        asked = num_blocks * self.block_bytes
+        on_cuda = self.device.type == "cuda"
+        if on_cuda:
+            available = torch.cuda.mem_get_info(self.device)[1]
+        else:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        problem = f"more than the device's {available} bytes in all" if asked > available else ""
+        if not problem:
+            try:
+                self.kv_caches = torch.zeros(shape, dtype=self.dtype, device=self.device)
+                return
+            except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
+                problem = f"the allocation failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        budget = "gpu_memory_utilization" if on_cuda else "kv_cache_memory_bytes"
+        raise ValueError(
+            f"num_gpu_blocks={num_blocks}: the KV cache asks for {asked} bytes ({asked / 2**30:.2f} GiB: "
+            f"{num_blocks} blocks of {self.block_bytes} bytes) on {self.device}, {problem}. Lower num_gpu_blocks, "
+            f"or leave it unset and lower {budget} (the KV cache is then sized from it)."
+        )
+
+    @torch.inference_mode()
+    def profile_run(self) -> None:
+        """A warm-up forward over a full token budget, on a throw-away cache, to measure peak memory."""
+        sc = self.config.scheduler_config
+        num_tokens = min(sc.max_num_batched_tokens, sc.max_model_len)
+        blocks = -(-num_tokens // self.block_size)
+        saved, self.kv_caches = self.kv_caches, None
+        self.initialize_kv_cache(blocks + 1)
+        meta = build_attention_metadata([0], [num_tokens], [list(range(1, blocks + 1))], self.block_size, self.device)
+        ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
+        self._forward(ids, meta)
+        self.kv_caches = saved
+
+    # ------------------------------------------------------------------ one step
+    def _update_states(self, out: SchedulerOutput) -> None:
+        for req_id in out.finished_req_ids:
+            self.requests.pop(req_id, None)
+        for new in out.scheduled_new_reqs:
+            self.requests[new.req_id] = CachedRequestState(
+                new.req_id,
+                list(new.prompt_token_ids),
+                len(new.prompt_token_ids),
+                new.sampling_params,
+                _attributed(new.req_id, "", make_generator, new.sampling_params, self.device),
+                list(new.block_ids),
+                new.num_computed_tokens,
+            )
+        for cached in out.scheduled_cached_reqs:
+            state = self.requests[cached.req_id]
+            c = cached.num_computed_tokens
+            state.token_ids[c : c + len(cached.new_token_ids)] = cached.new_token_ids
+            if cached.resumed_from_preemption:
+                state.block_ids = list(cached.new_block_ids)
+            else:
+                state.block_ids.extend(cached.new_block_ids)
+            state.num_computed_tokens = c
+
+    def roll_back(self, num_tokens: dict[str, int]) -> None:
+        """Forget what a failed ``execute_model`` did to the mirror: each request's tokens back to the
+        scheduler's count (``minivllm.core.rollback``)."""
+        for req_id, n in num_tokens.items():
+            if (state := self.requests.get(req_id)) is not None:
+                del state.token_ids[n:]
+
+    def _forward(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        self.attn_backend.prepare(meta)
+        hidden = self.model(input_ids, meta.positions, self.kv_caches, meta, self.attn_backend)
+        return self.model.compute_logits(hidden[meta.logits_indices]).float()
+
+    @torch.inference_mode()
+    def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
+        self._update_states(out)
+        req_ids = out.req_ids
+        if not req_ids:
+            return ModelRunnerOutput([], {}, [], [] if self.proposer else None)
+        states = [self.requests[r] for r in req_ids]
+        num_scheduled = [out.num_scheduled_tokens[r] for r in req_ids]
+        drafts = [out.scheduled_spec_decode_tokens.get(r, []) for r in req_ids]
+        input_ids: list[int] = []
+        for state, n, d in zip(states, num_scheduled, drafts):
+            c = state.num_computed_tokens
+            input_ids += state.token_ids[c : c + n - len(d)] + d  # drafts ride at the end of the chunk
+        meta = build_attention_metadata(
+            [s.num_computed_tokens for s in states],
+            num_scheduled,
+            [s.block_ids for s in states],
+            self.block_size,
+            self.device,
+            num_spec_tokens=[len(d) for d in drafts] if any(drafts) else None,
+        )
+        logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
+        sampled = self._sample(out, states, num_scheduled, drafts, logits)
+        for state, tokens, n in zip(states, sampled, num_scheduled):
+            state.token_ids.extend(tokens)
+            state.num_computed_tokens += n  # rolled back by the scheduler's next num_computed_tokens
+        spec = None
+        if self.proposer is not None:  # next step's drafts, from each request's own context
+            spec = [
+                self.proposer.propose(s.token_ids) if tokens and r not in out.grammar_allowed_token_ids else []
+                for s, tokens, r in zip(states, sampled, req_ids)
+            ]
+        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec)
+
+    def _sample(self, out, states, num_scheduled, drafts, logits) -> list[list[int]]:
+        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied."""
+        sampled: list[list[int]] = [[] for _ in states]
+        row_starts = [0]
+        for d in drafts:
+            row_starts.append(row_starts[-1] + 1 + len(d))
+        eos = self.loaded.eos_token_id
+        plain = []
+        for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts)):
+            if state.num_computed_tokens + n - len(d) < len(state.token_ids):
+                continue  # still inside its prompt: no sample, generator untouched
+            rows = logits[row_starts[i] : row_starts[i + 1]]
+            allowed = out.grammar_allowed_token_ids.get(state.req_id)
+            drafted = _attributed(state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, allowed, eos)
+            if drafted is not None:
+                sampled[i] = drafted
+            else:
+                plain.append(i)
+        if plain:
+            rows = logits[torch.tensor([row_starts[i] for i in plain], device=logits.device)]
+            params = [states[i].sampling_params for i in plain]
+            generators = [states[i].generator or self.default_generator for i in plain]
+            for i, token in zip(plain, self.sampler(rows, params, generators).tolist()):
+                sampled[i] = [token]
+        return sampled
+
+    def _prepare_rows(self, rows, state, drafts, allowed, eos) -> list[int] | None:
+        """One request's logits rows in place: min_tokens, grammar mask; its verified drafts, if it has some."""
+        params = state.sampling_params
+        outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
+        apply_min_tokens(rows, outputs, [params] * rows.shape[0], eos)
+        if allowed is not None:
+            mask = torch.full_like(rows, float("-inf"))
+            mask[:, allowed] = 0.0
+            rows += mask
+        if drafts:
+            return verify_drafts(rows, drafts, params, state.generator or self.default_generator)
+        return None
+
+
+def _attributed(req_id: str, prefix: str, fn, *args):
+    """``fn(*args)``: this request's own work, so any failure becomes a RequestError naming ``req_id``
+    (only it fails; ``minivllm.core.rollback``)."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise RequestError(req_id, f"{prefix}{type(e).__name__}: {e}") from e
