@@ -28,6 +28,17 @@ BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 DTYPE_NAMES = ("auto", "float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half")
 
 
+def resolve_auto_dtype(dtype: str, device_type: str) -> str:
+    """ModelConfig.dtype with "auto" made concrete: "bfloat16" on CUDA, "float32" on anything else.
+
+    The one place for this rule (vLLM's ``_get_and_verify_dtype`` in ``vllm/config.py`` decides "auto" from
+    the model and the device); any other name is returned unchanged. Takes ``torch.device.type``, not torch.
+    """
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if device_type == "cuda" else "float32"
+
+
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> None:
     """An int (a bool is not one) in [low, high]; ValueError naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -76,6 +87,9 @@ class SchedulerConfig:
         _check_int("max_model_len", self.max_model_len, 1)
         _check_int("max_num_seqs", self.max_num_seqs, 1)
         _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        # _check_int raised for None: this tells the type checker so (the asserts never fail).
+        assert self.max_model_len is not None and self.max_num_seqs is not None
+        assert self.max_num_batched_tokens is not None
         _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, self.max_model_len)
         if not isinstance(self.policy, str) or self.policy not in SCHEDULING_POLICIES:
             raise ValueError(f"policy must be one of {SCHEDULING_POLICIES}, got {self.policy!r}.")
@@ -103,7 +117,7 @@ class CacheConfig:
     """The paged KV cache (vLLM ``CacheConfig``)."""
 
     block_size: int = 16
-    num_gpu_blocks: int | None = None  # None: sized from memory by the executor
+    num_gpu_blocks: int | None = None  # None: sized from memory by the model runner
     enable_prefix_caching: bool = True  # V1 default
     prefix_caching_hash_algo: str = "builtin"
     gpu_memory_utilization: float = 0.9  # CUDA: fraction of device memory for weights + activations + KV

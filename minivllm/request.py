@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 from minivllm.sampling_params import SamplingParams
 
@@ -32,7 +32,13 @@ class ConstantList(Sequence[T]):
 
     append = extend = insert = pop = remove = clear = __setitem__ = __delitem__ = _refuse
 
-    def __getitem__(self, item):  # int -> element, slice -> plain list
+    @overload
+    def __getitem__(self, item: int) -> T: ...
+
+    @overload
+    def __getitem__(self, item: slice) -> list[T]: ...
+
+    def __getitem__(self, item: int | slice) -> T | list[T]:  # int -> element, slice -> plain list
         return self._x[item]
 
     def __iter__(self) -> Iterator[T]:
@@ -57,7 +63,7 @@ class Grammar(Protocol):
     A request that has one starts in WAITING_FOR_FSM and is passed over by the
     waiting loop until ``is_ready()``; ``error`` is set when compiling failed (the
     request then fails alone). While decoding, the scheduler sends the allowed
-    tokens to the executor and advances the grammar with each sampled token.
+    tokens to the runner and advances the grammar with each sampled token.
     """
 
     error: str | None

@@ -1,4 +1,4 @@
-"""The chapter notebooks stay reviewable and checkable (reference/notebooks.md §4).
+"""The chapter notebooks stay reviewable and checkable by nbval (outputs are the expected values).
 
 Each notebook has a jupytext py:percent twin with the same cells; it was executed top to bottom
 (every code cell has an execution count, counts increase); no widget state is saved; it is small;

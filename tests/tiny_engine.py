@@ -14,4 +14,4 @@ DEFAULTS = dict(max_num_batched_tokens=32, max_num_seqs=4, max_model_len=256, nu
 def make_engine(loaded: Any, **kwargs: Any) -> LLMEngine:
     """``LLMEngine`` with a ``ModelRunner`` on ``loaded``; ``kwargs`` (vLLM engine-arg names) override DEFAULTS."""
     config = EngineConfig.from_kwargs(model=loaded.hf_folder, device="cpu", **{**DEFAULTS, **kwargs})
-    return LLMEngine(config, executor=ModelRunner(config, loaded))
+    return LLMEngine(config, model_runner=ModelRunner(config, loaded))

@@ -58,7 +58,7 @@ def make_engine(budget, max_num_seqs=8, num_blocks=32):
         max_num_batched_tokens=budget, max_num_seqs=max_num_seqs, max_model_len=256,
         block_size=16, num_gpu_blocks=num_blocks, enable_prefix_caching=False,  # prefix caching: chapter 5
     )
-    return LLMEngine(config, executor=RecordingRunner(config, loaded))
+    return LLMEngine(config, model_runner=RecordingRunner(config, loaded))
 
 
 def runs(values):
@@ -104,7 +104,7 @@ engine.step()  # step 0: the three prompts
 engine.add_request("doc", doc, SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
 while engine.has_unfinished_requests():
     engine.step()
-outputs = engine.executor.scheduler_outputs
+outputs = engine.model_runner.scheduler_outputs
 for s in engine.trace.steps[:5]:
     print(f"step {s.step}: prefill {s.prefill_tokens}  decode {sorted(s.decode_tokens)}")
 
@@ -309,7 +309,7 @@ results = {}
 for name, budget, bug in (("whole", 128, False), ("chunked", 32, False), ("chunked, top-left", 32, True)):
     e = make_engine(budget=budget)
     if bug:
-        e.executor.attn_backend = TopLeftChunks()
+        e.model_runner.attn_backend = TopLeftChunks()
     e.add_request("p", prompt96, six)
     while e.has_unfinished_requests():
         e.step()

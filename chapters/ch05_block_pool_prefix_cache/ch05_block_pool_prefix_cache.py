@@ -112,7 +112,7 @@ from minivllm.worker.fake_runner import FakeModelRunner
 
 config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=256, max_num_seqs=8, max_model_len=128,
                                   block_size=16, num_gpu_blocks=11, enable_prefix_caching=True)
-small = LLMEngine(config, executor=FakeModelRunner())
+small = LLMEngine(config, model_runner=FakeModelRunner())
 pool = small.scheduler.kv_cache_manager.block_pool
 common = list(range(100, 148))  # 48 tokens: three full blocks
 small.add_request("req0", common + list(range(300, 307)), SamplingParams(max_tokens=2))
@@ -189,7 +189,7 @@ def run_chats(enable_prefix_caching):
         max_num_batched_tokens=256, max_num_seqs=8, max_model_len=256, block_size=16, num_gpu_blocks=48,
         enable_prefix_caching=enable_prefix_caching,
     )
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded), record_block_pool=True)
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded), record_block_pool=True)
     arrivals = {0: [0], 2: [1], 10: [2, 3], 11: [4]}  # engine step -> requests that arrive before it
     step = 0
     while step <= max(arrivals) or engine.has_unfinished_requests():

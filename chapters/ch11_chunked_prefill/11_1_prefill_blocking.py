@@ -149,7 +149,7 @@ for label, trace in real_traces.items():
 # ## 11.2 SARATHI: chunked prefill with piggybacked decodes · SARATHI：分块预填充与捎带解码
 #
 # - SARATHI (Agrawal et al., 2023) builds **decode-maximal batches**: one prefill chunk plus as many
-#   decodes as fit (serving_facts.md §2.3).
+#   decodes as fit (arXiv:2308.16369).
 # - The chunk and the decodes share the linear layers' matrix multiplies: the weights read once for the
 #   chunk also serve the decodes, so the decodes' linear work is nearly free. Attention is not shared.
 # - Their measurement (LLaMA-13B on an A6000, 1,024-token sequences, §4.3.1 Table 2): decode time per token
@@ -189,7 +189,7 @@ print(f"one decode token: {alone:.2f} ms in its own step, {riding:.3f} ms extra 
 # %% [markdown]
 # ### 11.2.2 The same scene at GPU scale · GPU 规模下的同一场景
 #
-# - Same requests, same `run_scene`, but the engine's executor is `SimRunner` (virtual clock priced by the
+# - Same requests, same `run_scene`, but the engine's model runner is `SimRunner` (virtual clock priced by the
 #   A100 preset). The Scheduler is the real one; only the forward pass is simulated.
 
 # %%
@@ -203,7 +203,7 @@ def sim_engine(budget):
     chunked = budget is not None
     config = EngineConfig.from_kwargs(max_num_seqs=16, max_model_len=MAX_MODEL_LEN, enable_chunked_prefill=chunked,
                                       max_num_batched_tokens=budget if chunked else MAX_MODEL_LEN)
-    return LLMEngine(config, executor=SimRunner(a100, config=config))
+    return LLMEngine(config, model_runner=SimRunner(a100, config=config))
 
 
 sim = {}

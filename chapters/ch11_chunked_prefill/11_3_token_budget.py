@@ -40,7 +40,7 @@ def run_small(budget=64, chunked=True, max_model_len=256):
     per step, each request's (num_computed_tokens, num_tokens) read after the step."""
     config = EngineConfig.from_kwargs(max_num_batched_tokens=budget, enable_chunked_prefill=chunked, max_num_seqs=8,
                                       max_model_len=max_model_len, num_gpu_blocks=128)
-    engine = LLMEngine(config, executor=SimRunner(A100, config=config))
+    engine = LLMEngine(config, model_runner=SimRunner(A100, config=config))
     requests, progress, step = {}, [], 0
     while step == 0 or engine.has_unfinished_requests():
         for i, (req_id, n) in enumerate(PROMPTS.items()):

@@ -148,7 +148,7 @@ def run_scene(out_a, out_b):
     """The scene on an LLMEngine (same Scheduler), recording block tables for the recovery analysis."""
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=128, max_num_seqs=3, max_model_len=128,
                                       num_gpu_blocks=10, block_size=16)  # fmt: skip
-    engine = LLMEngine(config, executor=make_runner(config, preset=None), record_block_pool=True)
+    engine = LLMEngine(config, model_runner=make_runner(config, preset=None), record_block_pool=True)
     pending = scene_requests(out_a, out_b)
     step = 0
     while pending or engine.has_unfinished_requests():
@@ -288,7 +288,7 @@ PROMPTS = ["The history of the printing press begins", "A recipe for a simple to
 def run_real(num_gpu_blocks):
     config = EngineConfig.from_kwargs(model="smollm2", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=80,
                                       num_gpu_blocks=num_gpu_blocks, block_size=8)  # fmt: skip
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded), record_block_pool=True)
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded), record_block_pool=True)
     for i, prompt in enumerate(PROMPTS):
         engine.add_request(f"r{i}", prompt, SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():

@@ -276,7 +276,7 @@ config = EngineConfig.from_kwargs(
     max_model_len=512, num_gpu_blocks=64, attention_backend="torch",
 )  # fmt: skip
 runner = ModelRunner(config)
-engine = LLMEngine(config, executor=runner)
+engine = LLMEngine(config, model_runner=runner)
 seen, orders = [], []  # each step's metadata and batch order, recorded on the way
 prepare, execute = runner.attn_backend.prepare, runner.execute_model
 

@@ -36,7 +36,7 @@ A100 = CostModel.from_preset("llama2_7b_a100")
 def sim_run(requests, max_model_len=4096, **engine_kwargs):
     """One engine (vLLM-named settings) on the simulator, run to the end; returns its trace."""
     config = EngineConfig.from_kwargs(model="none", max_model_len=max_model_len, **engine_kwargs)
-    engine = LLMEngine(config, executor=SimRunner(A100, vocab_size=A100.vocab_size, config=config))
+    engine = LLMEngine(config, model_runner=SimRunner(A100, vocab_size=A100.vocab_size, config=config))
     engine.run(requests)
     return engine.trace
 
@@ -150,7 +150,7 @@ cpu_runs = {}
 for budget in (16, 64, 256):
     config = EngineConfig.from_kwargs(model="smollm2", max_num_batched_tokens=budget, max_num_seqs=8,
                                       max_model_len=512, num_gpu_blocks=128)  # fmt: skip
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
     for i in range(3):
         engine.add_request(f"chat{i}", list(range(100 + 50 * i, 116 + 50 * i)),
                            SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True))  # fmt: skip

@@ -74,7 +74,7 @@ from minivllm.sim.workload import make_workload
 def run(budget):
     w = make_workload("azure_conv", 40, seed=1, vocab_size=32000, max_model_len=4096)
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=budget, max_num_seqs=32, max_model_len=4096)
-    engine = LLMEngine(config, executor=SimRunner(CostModel.from_preset("llama2_7b_a100"), config=config))
+    engine = LLMEngine(config, model_runner=SimRunner(CostModel.from_preset("llama2_7b_a100"), config=config))
     engine.run(w.requests)
     m = summarize(engine.trace)
     return m.output_throughput, m.itl.p99 * 1e3

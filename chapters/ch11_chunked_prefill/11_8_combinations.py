@@ -37,14 +37,14 @@ tokenizer = loaded.tokenizer
 def real_engine(**settings):
     """An LLMEngine on the real model; settings use vLLM's names."""
     config = EngineConfig.from_kwargs(**settings)
-    return LLMEngine(config, executor=ModelRunner(config, loaded))
+    return LLMEngine(config, model_runner=ModelRunner(config, loaded))
 
 
 def sim_engine(record_block_pool=False, **settings):
     """An LLMEngine on the simulator: the real Scheduler, a virtual clock priced as Llama-2-7B on an A100."""
     config = EngineConfig.from_kwargs(model="none", **settings)
-    executor = SimRunner(CostModel.from_preset("llama2_7b_a100"), config=config)
-    return LLMEngine(config, executor=executor, record_block_pool=record_block_pool)
+    model_runner = SimRunner(CostModel.from_preset("llama2_7b_a100"), config=config)
+    return LLMEngine(config, model_runner=model_runner, record_block_pool=record_block_pool)
 
 
 def run_scene(engine, arrivals):

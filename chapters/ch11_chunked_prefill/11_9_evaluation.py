@@ -367,7 +367,7 @@ def run(preempt_after=None, caching=True):
     """Generate 16 greedy tokens; before step ``preempt_after`` preempt the request ourselves."""
     config = EngineConfig.from_kwargs(max_num_batched_tokens=64, max_num_seqs=2, max_model_len=512,
                                       num_gpu_blocks=64, enable_prefix_caching=caching)  # fmt: skip
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
     engine.add_request("r", prompt, SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True))
     outputs = None
     while engine.has_unfinished_requests():

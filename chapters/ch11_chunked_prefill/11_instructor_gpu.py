@@ -75,7 +75,7 @@ def cuda_engine(model=None, attention_backend="auto", **settings):
     dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
     config = EngineConfig.from_kwargs(model=model.hf_folder, device=DEVICE, dtype=dtype,
                                       attention_backend=attention_backend, **settings)  # fmt: skip
-    return LLMEngine(config, executor=ModelRunner(config, model))
+    return LLMEngine(config, model_runner=ModelRunner(config, model))
 
 
 def random_prompt(n, seed):

@@ -47,6 +47,8 @@ class FlashAttnBackend(AttentionBackend):
 
         if not isinstance(meta.plan, FlashAttnPlan):
             self.prepare(meta)
+        plan = meta.plan
+        assert isinstance(plan, FlashAttnPlan)  # prepare() built it; tells the type checker
         write_kv_cache(k, v, kv_cache, meta.slot_mapping)
         n = meta.num_actual_tokens
         out = torch.zeros_like(q)  # padding rows stay 0
@@ -55,7 +57,7 @@ class FlashAttnBackend(AttentionBackend):
             k=kv_cache[0],
             v=kv_cache[1],
             cu_seqlens_q=meta.query_start_loc,
-            cu_seqlens_k=meta.plan.cu_seqlens_k,
+            cu_seqlens_k=plan.cu_seqlens_k,
             max_seqlen_q=meta.max_query_len,
             max_seqlen_k=meta.max_seq_len,
             softmax_scale=scale,

@@ -83,6 +83,7 @@ def get_attn_backend(
     if reason is not None:
         raise ValueError(f"attention backend {name!r} cannot be used: {reason}")
 
+    cls: type[AttentionBackend]
     if name == "torch":
         from minivllm.attention.torch_backend import TorchAttentionBackend as cls
     elif name == "triton":

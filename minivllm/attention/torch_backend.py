@@ -66,7 +66,7 @@ def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
 
 def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
     """The per-step plan: one batched index computation, then cheap per-request views."""
-    slots = visible_slots(meta).split(meta.seq_lens_cpu)
+    slots = torch.split(visible_slots(meta), meta.seq_lens_cpu)  # typed, unlike Tensor.split
     qsl = meta.query_start_loc_cpu
     device = meta.block_table.device
     requests = []
@@ -127,6 +127,8 @@ class TorchAttentionBackend(AttentionBackend):
     ) -> torch.Tensor:
         if not isinstance(meta.plan, TorchPlan):
             self.prepare(meta)
+        plan = meta.plan
+        assert isinstance(plan, TorchPlan)  # prepare() built it; tells the type checker
         write_kv_cache(k, v, kv_cache, meta.slot_mapping)
         _, num_blocks, block_size, num_kv_heads, head_dim = kv_cache.shape
         k_flat = kv_cache[0].reshape(num_blocks * block_size, num_kv_heads, head_dim)
@@ -134,9 +136,9 @@ class TorchAttentionBackend(AttentionBackend):
         gqa = q.shape[1] != num_kv_heads
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
         out[meta.num_actual_tokens :] = 0  # padding rows
-        for dp in meta.plan.decode:
+        for dp in plan.decode:
             _decode_attention(q, kv_cache, dp, scale, out)
-        for rp in meta.plan.requests:
+        for rp in plan.requests:
             if rp.kind == "decode":
                 continue  # done above, in the batched call
             query = q[rp.start : rp.end].transpose(0, 1).unsqueeze(0)  # [1, Hq, q, D]

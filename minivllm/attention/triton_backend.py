@@ -25,17 +25,24 @@ in the interpreter, so bf16 tiles are upcast to fp32 there. fp32 on GPU uses ``i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from minivllm.attention.backend import AttentionBackend
 from minivllm.attention.metadata import AttentionMetadata
 from minivllm.attention.triton_utils import triton_interpreting
 
-tl = None  # bound to triton.language by _kernels(); the kernel bodies below read it as a global
-_KERNELS: dict[bool, tuple] = {}  # interpret mode -> (attention kernel, write kernel)
+if TYPE_CHECKING:  # triton ships no type information: both names are Any to the type checker
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+else:
+    tl = None  # bound to triton.language by _kernels(); the kernel bodies below read it as a global
+_KERNELS: dict[bool, tuple[JITFunction, JITFunction]] = {}  # interpret mode -> (attention kernel, write kernel)
 
 
-def _unified_attention_kernel(
+# Triton reads the kernels' parameter annotations (tl.constexpr) to specialise them: the others stay unannotated.
+def _unified_attention_kernel(  # type: ignore[no-untyped-def]
     q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, query_start_loc_ptr, seq_lens_ptr, block_table_ptr,
     scale, num_reqs,
     stride_q_tok, stride_q_head, stride_o_tok, stride_o_head,
@@ -120,7 +127,7 @@ def _unified_attention_kernel(
     )
 
 
-def _write_kv_kernel(
+def _write_kv_kernel(  # type: ignore[no-untyped-def]  # unannotated for Triton, as above
     k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
     stride_k_tok, stride_k_head, stride_v_tok, stride_v_head, stride_c_block, stride_c_slot, stride_c_head,
     NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, H_PAD: tl.constexpr, D_PAD: tl.constexpr,
@@ -156,7 +163,7 @@ def interpreter_patched_language() -> bool:
     return lang is not None and lang.core.arange is not lang.arange
 
 
-def _kernels() -> tuple:
+def _kernels() -> tuple[JITFunction, JITFunction]:
     """JIT-wrap the kernels on first use, once per interpret mode (TRITON_INTERPRET is read here)."""
     global tl
     interpret = triton_interpreting()

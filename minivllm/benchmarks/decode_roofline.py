@@ -13,19 +13,18 @@ import argparse
 
 import torch
 
-from minivllm.config import EngineConfig
-from minivllm.engine.llm_engine import LLMEngine
+from minivllm.cli.engine_args import build_engine
+from minivllm.config import resolve_auto_dtype
 from minivllm.sampling_params import SamplingParams
 
 
 def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype) -> float:
-    from minivllm.worker.model_runner import ModelRunner
-
     budget = max(2048, batch)
     # Early requests decode while later prompts are still being prefilled: room for those tokens too.
     max_tokens = steps + 10 + -(-batch * context // budget)
     max_model_len = context + max_tokens + 1
-    config = EngineConfig.from_kwargs(
+    engine = build_engine(
+        loaded=loaded,
         model=loaded.hf_folder,
         device=str(device),
         dtype=dtype,
@@ -34,7 +33,6 @@ def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype
         max_model_len=max_model_len,
         num_gpu_blocks=batch * (max_model_len // 16 + 2) + 1,
     )
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
     g = torch.Generator().manual_seed(batch)
     for i in range(batch):
         prompt = torch.randint(3, loaded.arch.vocab_size, (context,), generator=g).tolist()
@@ -56,12 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m minivllm.benchmarks.decode_roofline")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="bfloat16" if torch.cuda.is_available() else "float32")
+    parser.add_argument("--dtype", default="auto", help="auto: bfloat16 on CUDA, float32 on CPU")
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="memory bandwidth, GB/s")
     args = parser.parse_args(argv)
+    args.dtype = resolve_auto_dtype(args.dtype, torch.device(args.device).type)
 
     from minivllm.model.loader import load_model
 

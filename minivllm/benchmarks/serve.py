@@ -171,13 +171,13 @@ def scrape_counters(base_url: str) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> list[dict]:
     import httpx
 
-    from minivllm.benchmarks import sweep as bench
+    from minivllm.benchmarks.results import RUN_FLAGS, format_table, load_workload, write_outputs
     from minivllm.metrics.summary import summarize
 
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.mode = "serve"  # read by bench.write_outputs
+    args.mode = "serve"  # read by write_outputs
     base = args.base_url.rstrip("/")
     if args.num_prompts < 1 or (args.max_concurrency is not None and args.max_concurrency < 1):
         parser.error("--num-prompts and --max-concurrency must be >= 1")
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     model = args.model or card["id"]
     max_model_len = args.max_model_len or card.get("max_model_len")
     try:
-        workload = bench.load_workload(args, {}, args.vocab_size, max_model_len)
+        workload = load_workload(args, {}, args.vocab_size, max_model_len)
     except ValueError as e:
         parser.error(f"--workload: {e}")
     from tqdm import tqdm
@@ -205,15 +205,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     failed = [r for r in results if r.error]
     metrics.update(num_failed=len(failed), wall_time_s=wall, requests_per_wall_s=len(results) / wall)
     config = {"base_url": base, "endpoint": args.endpoint, "model": model, "max_concurrency": args.max_concurrency,
-              **{k: getattr(args, k) for k in bench.RUN_FLAGS if hasattr(args, k)}}  # fmt: skip
+              **{k: getattr(args, k) for k in RUN_FLAGS if hasattr(args, k)}}  # fmt: skip
     result: dict[str, Any] = {"point": {}, "config": config, "workload": workload.params, "metrics": metrics}
     if args.save_detailed:
         result["requests"] = [asdict(r) for r in results]
-    print(bench.format_table([result]))
+    print(format_table([result]))
     print(summary.table())
     server = ", ".join(f"{k} {metrics[k]:g}" for k in SERVER_COUNTERS)
     print(f"server       from /metrics: {server}" if after else "server       no /metrics: its counters are nan")
     if failed:
         print(f"{len(failed)} of {len(results)} requests failed; first: {failed[0].error}", file=sys.stderr)
-    bench.write_outputs(args, [result], argv)
+    write_outputs(args, [result], argv)
     return [result]

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from minivllm.config import EngineConfig
-from minivllm.engine.llm_engine import LLMEngine
+from minivllm.cli.engine_args import build_engine
 from minivllm.metrics.summary import summarize
 from minivllm.sampling_params import SamplingParams
 
@@ -36,9 +35,8 @@ CHAT_TASKS = [
 
 
 def run(loaded, prompts, k: int, max_tokens: int) -> tuple[float, list[list[int]], dict]:
-    from minivllm.worker.model_runner import ModelRunner
-
-    config = EngineConfig.from_kwargs(
+    engine = build_engine(
+        loaded=loaded,
         model=loaded.hf_folder,
         device="cpu",
         max_num_batched_tokens=512,
@@ -48,7 +46,6 @@ def run(loaded, prompts, k: int, max_tokens: int) -> tuple[float, list[list[int]
         prompt_lookup_max=4,
         prompt_lookup_min=2,
     )
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
     t0 = time.perf_counter()
     for i, p in enumerate(prompts):

@@ -31,7 +31,7 @@ import time
 import torch
 
 from minivllm.benchmarks.step_profile import profile_steps
-from minivllm.config import EngineConfig
+from minivllm.cli import engine_args
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.sampling_params import SamplingParams
 
@@ -44,10 +44,9 @@ def make_prompts(num: int, low: int, high: int, vocab: int, seed: int) -> list[l
 
 def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto") -> LLMEngine:
     """An fp32 engine with room for every request of the workload at once, warmed up by one tiny request."""
-    from minivllm.worker.model_runner import ModelRunner
-
     max_len = max(map(len, prompts)) + new_tokens
-    config = EngineConfig.from_kwargs(
+    engine = engine_args.build_engine(
+        loaded=loaded,
         model=loaded.hf_folder,
         device=str(device),
         dtype="float32",
@@ -58,7 +57,6 @@ def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend=
         attention_backend=attention_backend,
         num_gpu_blocks=len(prompts) * (max_len // 16 + 2) + 1,
     )
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
     engine.add_request("warmup", prompts[0][:16], SamplingParams(max_tokens=2, temperature=0.0))
     while engine.has_unfinished_requests():
         engine.step()
@@ -156,7 +154,7 @@ def _run_one(kind: str, opts: dict) -> dict:
             "prompt_steps": len(prompt_steps),
             "prompt_steps_s": sum(s.duration for s in prompt_steps),
             "decode_steps_s": sum(s.duration for s in steps if not s.prefill_tokens),
-            "cpu_gemm": engine.executor.cpu_gemm,
+            "cpu_gemm": engine.model_runner.cpu_gemm,
         }
         result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
         result["num_prompt_tokens"] = sum(map(len, prompts))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from minivllm.config import EngineConfig
+from minivllm.cli import engine_args
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.metrics.summary import percentile
 from minivllm.sampling_params import SamplingParams
@@ -33,20 +33,18 @@ DOCUMENT = (
 
 
 def build_engine(loaded, chunked: bool, budget: int, max_model_len: int) -> LLMEngine:
-    """A fresh engine (empty prefix cache) sharing the already-loaded model."""
-    from minivllm.worker.model_runner import ModelRunner
-
-    sched = dict(max_num_batched_tokens=budget) if chunked else dict(max_num_batched_tokens=max_model_len)
-    config = EngineConfig.from_kwargs(
+    """A fresh engine (empty prefix cache) sharing the already-loaded model; without chunking the budget is a
+    whole max-length prompt."""
+    return engine_args.build_engine(
+        loaded=loaded,
         model=loaded.hf_folder,
         device="cpu",
         dtype="float32",
         max_num_seqs=16,
         max_model_len=max_model_len,
         enable_chunked_prefill=chunked,
-        **sched,
+        max_num_batched_tokens=budget if chunked else max_model_len,
     )
-    return LLMEngine(config, executor=ModelRunner(config, loaded))
 
 
 def long_prompt(tokenizer, num_tokens: int) -> list[int]:

@@ -58,7 +58,11 @@ class BlockPool:
             if i < len(block_hashes):
                 block_hash = block_hashes[i]
             else:
-                parent = blocks[i - 1].block_hash.hash_value if i > 0 else None
+                parent = None
+                if i > 0:
+                    parent_hash = blocks[i - 1].block_hash
+                    assert parent_hash is not None  # block i - 1 is full and was registered before block i
+                    parent = parent_hash.hash_value
                 block_hash = hash_block_tokens(hash_fn, parent, all_token_ids[i * block_size : (i + 1) * block_size])
                 block_hashes.append(block_hash)
             block.block_hash = block_hash

@@ -1,7 +1,7 @@
-"""What the scheduler hands the executor, and what comes back (§11.3, §11.6).
+"""What the scheduler hands the model runner, and what comes back (§11.3, §11.6).
 
 Mirrors ``vllm/v1/core/sched/output.py`` and ``vllm/v1/outputs.py``. The
-executor never reaches into scheduler objects: everything it needs to keep its
+runner never reaches into scheduler objects: everything it needs to keep its
 own mirror of block tables and token ids travels in these records.
 """
 
@@ -25,11 +25,11 @@ class NewRequestData:
 
 @dataclass
 class CachedRequestData:
-    """A request the executor has seen before: still running, or resumed after preemption."""
+    """A request the runner has seen before: still running, or resumed after preemption."""
 
     req_id: str
     resumed_from_preemption: bool
-    new_token_ids: list[int]  # tokens the executor may not have yet (resumed: prompt + outputs)
+    new_token_ids: list[int]  # tokens the runner may not have yet (resumed: prompt + outputs)
     new_block_ids: list[int]  # running: appended to the table; resumed: replace it
     num_computed_tokens: int  # before this step's advance
 
@@ -43,13 +43,17 @@ class SchedulerOutput:
     num_scheduled_tokens: dict[str, int]
     total_num_scheduled_tokens: int
     scheduled_spec_decode_tokens: dict[str, list[int]]
-    num_common_prefix_blocks: int
+    # (vLLM also sends num_common_prefix_blocks, for cascade attention; minivllm has no cascade attention.)
     finished_req_ids: set[str]  # finished since the previous schedule()
     preempted_req_ids: set[str] = field(default_factory=set)  # as vLLM [latest]
     token_budget: int = 0  # max_num_batched_tokens this step (for traces)
     # §11.4.4: for guided requests that sample this step, the token ids their grammar allows
     # (vLLM sends a grammar bitmask; a list is enough for choice grammars).
     grammar_allowed_token_ids: dict[str, list[int]] = field(default_factory=dict)
+    # Scheduled requests whose step is a decode: it feeds back their last sampled token (the rest of every
+    # request's tokens are prompt or recompute, plus drafts). A minivllm addition, so that traces read the
+    # prefill / decode split from the scheduler instead of re-deriving it; the scheduler itself never asks.
+    decode_req_ids: set[str] = field(default_factory=set)
 
     @property
     def req_ids(self) -> list[str]:
@@ -92,14 +96,13 @@ class EngineCoreOutput:
 
 @dataclass
 class SchedulerStats:
-    """A snapshot taken after each update (``vllm/v1/metrics/stats.py``)."""
+    """The scheduler's state after an update (``vllm/v1/metrics/stats.py``), as the trace records it."""
 
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
-    gpu_cache_usage: float = 0.0
-    prefix_cache_queries: int = 0  # blocks, as v0.8.5
-    prefix_cache_hits: int = 0
-    num_preemptions: int = 0  # since the previous stats
+    gpu_cache_usage: float = 0.0  # fraction of KV blocks in use
+    # Drafts accepted this step per request that had drafts (§11.8.2; vLLM sums these in SpecDecodingStats).
+    spec_accepted: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

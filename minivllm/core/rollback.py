@@ -20,6 +20,7 @@ Requests that were not scheduled in the failed step are untouched.
 from __future__ import annotations
 
 from minivllm.core.output import SchedulerOutput
+from minivllm.core.scheduler import Scheduler
 from minivllm.request import RequestStatus
 
 
@@ -43,7 +44,7 @@ def culprits(out: SchedulerOutput, error: Exception) -> list[str]:
     return scheduled
 
 
-def roll_back_step(scheduler, out: SchedulerOutput, failed: list[str], reason: str) -> list[str]:
+def roll_back_step(scheduler: Scheduler, out: SchedulerOutput, failed: list[str], reason: str) -> list[str]:
     """Undo ``out`` on ``scheduler`` (see the module docstring); return the ids that were re-queued."""
     for req_id, num_computed in out.num_computed_tokens.items():
         scheduler.kv_cache_manager.uncache_blocks(req_id, num_computed)
@@ -63,7 +64,7 @@ def roll_back_step(scheduler, out: SchedulerOutput, failed: list[str], reason: s
     return others + new
 
 
-def _unadmit(scheduler, req_id: str) -> None:
+def _unadmit(scheduler: Scheduler, req_id: str) -> None:
     """A request admitted for the first time in the failed step: back to WAITING, never admitted."""
     request = scheduler.requests[req_id]
     scheduler.running.remove(request)

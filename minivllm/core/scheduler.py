@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from dataclasses import dataclass, field
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.kv_cache_manager import KVCacheManager
+from minivllm.core.kv_cache_utils import KVCacheBlock
 from minivllm.core.output import (
     CachedRequestData,
     EngineCoreOutput,
@@ -29,6 +31,25 @@ from minivllm.core.output import (
     SchedulerStats,
 )
 from minivllm.request import Request, RequestStatus, check_stop
+
+
+@dataclass
+class _StepDecisions:
+    """What one ``schedule()`` call has decided so far (vLLM keeps these as locals of ``schedule``)."""
+
+    token_budget: int
+    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
+    req_to_new_block_ids: dict[str, list[int]] = field(default_factory=dict)
+    scheduled_spec_decode_tokens: dict[str, list[int]] = field(default_factory=dict)
+    scheduled_running: list[Request] = field(default_factory=list)
+    scheduled_new: list[Request] = field(default_factory=list)
+    scheduled_resumed: list[Request] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+
+    def schedule(self, request: Request, num_tokens: int, block_ids: list[int]) -> None:
+        self.req_to_new_block_ids[request.request_id] = block_ids
+        self.num_scheduled_tokens[request.request_id] = num_tokens
+        self.token_budget -= num_tokens
 
 
 class Scheduler:
@@ -47,7 +68,6 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.finished_req_ids: set[str] = set()  # finished since the last schedule()
-        self.num_preemptions = 0  # since the last stats
         self.failed_requests: list[Request] = []  # failed before running (e.g. grammar errors)
         self.preempted_since_last_step: set[str] = set()  # incl. preempt_request() between steps
 
@@ -159,74 +179,58 @@ class Scheduler:
         victim.num_computed_tokens = 0
         victim.spec_token_ids.clear()  # drafts refer to a state that will be recomputed
         victim.num_preemptions += 1
-        self.num_preemptions += 1
         self.preempted_since_last_step.add(victim.request_id)
         self._enqueue(victim, front=True)
         return victim
 
     def schedule(self) -> SchedulerOutput:
-        token_budget = self.max_num_scheduled_tokens
-        num_scheduled_tokens: dict[str, int] = {}
-        req_to_new_block_ids: dict[str, list[int]] = {}
-        scheduled_spec_decode_tokens: dict[str, list[int]] = {}
-        scheduled_running: list[Request] = []
-        scheduled_new: list[Request] = []
-        scheduled_resumed: list[Request] = []
-        preempted: list[Request] = []
+        """One step's decisions in vLLM's order: (A) running requests, (B) waiting requests, (C) the
+        SchedulerOutput, (D) advance ``num_computed_tokens`` by what was handed out."""
+        step = _StepDecisions(token_budget=self.max_num_scheduled_tokens)
 
         # (A) RUNNING: requests already holding blocks keep going first.
         req_index = 0
-        while req_index < len(self.running) and token_budget > 0:
+        while req_index < len(self.running) and step.token_budget > 0:
             request = self.running[req_index]
-            n = self._num_new_tokens(request, request.num_tokens_with_spec, request.num_computed_tokens, token_budget)
+            n = self._num_new_tokens(
+                request, request.num_tokens_with_spec, request.num_computed_tokens, step.token_budget
+            )
             n = min(n, self.max_model_len - request.num_computed_tokens)
             if n == 0:
                 req_index += 1
                 continue
-            while True:
-                new_blocks = self.kv_cache_manager.allocate_slots(request, n)
-                if new_blocks is not None:
-                    break
-                victim = self._preempt(request)
-                preempted.append(victim)
-                if victim in scheduled_running:  # priority policy: undo its turn this step
-                    scheduled_running.remove(victim)
-                    token_budget += num_scheduled_tokens.pop(victim.request_id)
-                    req_to_new_block_ids.pop(victim.request_id)
-                    scheduled_spec_decode_tokens.pop(victim.request_id, None)
-                    req_index -= 1
-                if victim is request:
-                    break
+            new_blocks, num_undone = self._allocate_or_preempt(request, n, step)
+            req_index -= num_undone
             if new_blocks is None:  # the request preempted itself: nothing left to take from
                 break
-            scheduled_running.append(request)
-            req_to_new_block_ids[request.request_id] = [b.block_id for b in new_blocks]
-            num_scheduled_tokens[request.request_id] = n
-            token_budget -= n
+            step.schedule(request, n, [b.block_id for b in new_blocks])
+            step.scheduled_running.append(request)
             req_index += 1
             # Drafts count against the budget; keep only those inside this step's chunk.
             num_spec = n + request.num_computed_tokens - request.num_tokens
             del request.spec_token_ids[max(num_spec, 0) :]
             if request.spec_token_ids:
-                scheduled_spec_decode_tokens[request.request_id] = list(request.spec_token_ids)
+                step.scheduled_spec_decode_tokens[request.request_id] = list(request.spec_token_ids)
 
         # (B) WAITING: admit new and preempted requests, only if nobody was preempted.
         skipped: deque[Request] = deque()
-        while not preempted and self.waiting and token_budget > 0:
+        while not step.preempted and self.waiting and step.token_budget > 0:
             if len(self.running) >= self.max_num_running_reqs:  # >=: max_num_seqs may have been lowered
                 break
             request = self.waiting[0]
             if request.status == RequestStatus.WAITING_FOR_FSM:
-                if not request.grammar.is_ready():  # §11.4.4: pass over it, keep its place
+                grammar = request.grammar
+                assert grammar is not None  # only guided requests wait for their grammar
+                if not grammar.is_ready():  # §11.4.4: pass over it, keep its place
                     self.waiting.popleft()
-                    if request.grammar.error is None:
+                    if grammar.error is None:
                         skipped.appendleft(request)
                     else:  # the grammar failed to compile: this request fails, nobody else
-                        self._fail_request(request, request.grammar.error)
+                        self._fail_request(request, grammar.error)
                     continue
                 request.status = RequestStatus.WAITING
             computed_blocks, num_computed = self.kv_cache_manager.get_computed_blocks(request)
-            n = self._num_new_tokens(request, request.num_tokens, num_computed, token_budget)
+            n = self._num_new_tokens(request, request.num_tokens, num_computed, step.token_budget)
             if not self.scheduler_config.enable_chunked_prefill and n < request.num_tokens - num_computed:
                 skipped.appendleft(self.waiting.popleft())  # chunking off: it waits whole
                 continue
@@ -235,59 +239,95 @@ class Scheduler:
                 break  # out of blocks: wait for running requests to finish (no preemption here)
             self.waiting.popleft()
             self.running.append(request)
-            (scheduled_resumed if request.status == RequestStatus.PREEMPTED else scheduled_new).append(request)
-            req_to_new_block_ids[request.request_id] = [b.block_id for b in computed_blocks + new_blocks]
-            num_scheduled_tokens[request.request_id] = n
-            token_budget -= n
+            resumed = request.status == RequestStatus.PREEMPTED
+            (step.scheduled_resumed if resumed else step.scheduled_new).append(request)
+            step.schedule(request, n, [b.block_id for b in computed_blocks + new_blocks])
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_computed
         self.waiting.extendleft(skipped)  # back to the head, in their original order
 
-        total = sum(num_scheduled_tokens.values())
-        assert total <= self.max_num_scheduled_tokens and token_budget >= 0
-        assert not (scheduled_new or scheduled_resumed) or len(self.running) <= self.max_num_running_reqs
+        total = sum(step.num_scheduled_tokens.values())
+        assert total <= self.max_num_scheduled_tokens and step.token_budget >= 0
+        assert not (step.scheduled_new or step.scheduled_resumed) or len(self.running) <= self.max_num_running_reqs
 
+        # (C) The output, then (D) advance: the tokens handed out now count as computed.
+        output = self._make_output(step, total)
+        for req_id, n in step.num_scheduled_tokens.items():
+            self.requests[req_id].num_computed_tokens += n
+        self.finished_req_ids = set()
+        self.preempted_since_last_step = set()
+        return output
+
+    def _allocate_or_preempt(
+        self, request: Request, n: int, step: _StepDecisions
+    ) -> tuple[list[KVCacheBlock] | None, int]:
+        """Slots for ``n`` more tokens of a running request, preempting victims until they fit.
+        Under the priority policy a victim may already be scheduled this step: its turn is undone (budget
+        back). Returns the new blocks (None if ``request`` preempted itself) and how many turns were undone."""
+        num_undone = 0
+        while True:
+            new_blocks = self.kv_cache_manager.allocate_slots(request, n)
+            if new_blocks is not None:
+                return new_blocks, num_undone
+            victim = self._preempt(request)
+            step.preempted.append(victim)
+            if victim in step.scheduled_running:  # priority policy: undo its turn this step
+                step.scheduled_running.remove(victim)
+                step.token_budget += step.num_scheduled_tokens.pop(victim.request_id)
+                step.req_to_new_block_ids.pop(victim.request_id)
+                step.scheduled_spec_decode_tokens.pop(victim.request_id, None)
+                num_undone += 1
+            if victim is request:
+                return None, num_undone
+
+    def _make_output(self, step: _StepDecisions, total: int) -> SchedulerOutput:
+        """Assemble the SchedulerOutput from this step's decisions (before the advance)."""
+        num_scheduled_tokens, spec = step.num_scheduled_tokens, step.scheduled_spec_decode_tokens
         # §11.4.4: guided requests that sample this step get their grammar's allowed tokens.
         grammar_allowed = {
             req_id: r.grammar.allowed_token_ids()
             for req_id, n in num_scheduled_tokens.items()
             if (r := self.requests[req_id]).grammar is not None and r.num_computed_tokens + n >= r.num_tokens
         }
-
-        def blocks(r: Request) -> list[int]:
-            return req_to_new_block_ids[r.request_id]
+        # A decode feeds back the request's last sampled token; every other token is prompt (or recompute).
+        decode_req_ids = {
+            req_id
+            for req_id in num_scheduled_tokens
+            if (r := self.requests[req_id]).num_computed_tokens == r.num_tokens - 1
+            and r.num_tokens > r.num_prompt_tokens
+        }
 
         def cached(r: Request, resumed: bool) -> CachedRequestData:
-            n = num_scheduled_tokens[r.request_id] - len(scheduled_spec_decode_tokens.get(r.request_id, ()))
             c = r.num_computed_tokens
-            return CachedRequestData(r.request_id, resumed, list(r.all_token_ids[c : c + n]), blocks(r), c)
+            n = num_scheduled_tokens[r.request_id] - len(spec.get(r.request_id, ()))
+            new_token_ids = list(r.all_token_ids[c : c + n])
+            return CachedRequestData(r.request_id, resumed, new_token_ids, step.req_to_new_block_ids[r.request_id], c)
 
-        kv, running = self.kv_cache_manager, self.running
-        output = SchedulerOutput(
-            scheduled_new_reqs=[
-                NewRequestData(r.request_id, list(r.prompt_token_ids), r.sampling_params, blocks(r),
-                               r.num_computed_tokens)
-                for r in scheduled_new
-            ],
-            scheduled_cached_reqs=[cached(r, True) for r in scheduled_resumed]
-            + [cached(r, False) for r in scheduled_running],
+        new_reqs = [
+            NewRequestData(
+                r.request_id,
+                list(r.prompt_token_ids),
+                r.sampling_params,
+                step.req_to_new_block_ids[r.request_id],
+                r.num_computed_tokens,
+            )
+            for r in step.scheduled_new
+        ]
+        return SchedulerOutput(
+            scheduled_new_reqs=new_reqs,
+            scheduled_cached_reqs=[cached(r, True) for r in step.scheduled_resumed]
+            + [cached(r, False) for r in step.scheduled_running],
             num_scheduled_tokens=num_scheduled_tokens,
             total_num_scheduled_tokens=total,
-            scheduled_spec_decode_tokens=scheduled_spec_decode_tokens,
-            num_common_prefix_blocks=kv.get_num_common_prefix_blocks(running[0], len(running)) if running else 0,
+            scheduled_spec_decode_tokens=spec,
             finished_req_ids=self.finished_req_ids,
             preempted_req_ids=self.preempted_since_last_step,
             token_budget=self.max_num_scheduled_tokens,
             grammar_allowed_token_ids=grammar_allowed,
-        )  # fmt: skip
-        # (E) Advance: the tokens handed out now count as computed.
-        for req_id, n in num_scheduled_tokens.items():
-            self.requests[req_id].num_computed_tokens += n
-        self.finished_req_ids = set()
-        self.preempted_since_last_step = set()
-        return output
+            decode_req_ids=decode_req_ids,
+        )
 
     # ------------------------------------------------------------------ update
     def update_from_output(
@@ -296,6 +336,7 @@ class Scheduler:
         """Append sampled tokens, roll back rejected drafts, stop and free finished requests."""
         outputs = [EngineCoreOutput(r.request_id, [], "abort", r.stop_reason) for r in self.failed_requests]
         self.failed_requests = []
+        spec_accepted: dict[str, int] = {}
         new_running: list[Request] = []
         for request in self.running:
             req_id = request.request_id
@@ -306,6 +347,8 @@ class Scheduler:
             scheduled_spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id)
             if scheduled_spec:  # rejected drafts were counted as computed: take them back
                 request.num_computed_tokens -= len(scheduled_spec) + 1 - len(generated)
+            if scheduled_spec is not None and generated:
+                spec_accepted[req_id] = len(generated) - 1
             if runner_output.spec_token_ids is not None:
                 request.spec_token_ids = list(runner_output.spec_token_ids[runner_output.req_id_to_index[req_id]])
             stopped = False
@@ -324,17 +367,5 @@ class Scheduler:
             if not stopped:
                 new_running.append(request)
         self.running = new_running
-        return EngineCoreOutputs(outputs, self.make_stats())
-
-    def make_stats(self) -> SchedulerStats:
-        prefix = self.kv_cache_manager.make_prefix_cache_stats()
-        stats = SchedulerStats(
-            len(self.running),
-            len(self.waiting),
-            self.kv_cache_manager.usage,
-            prefix.queries,
-            prefix.hits,
-            self.num_preemptions,
-        )
-        self.num_preemptions = 0
-        return stats
+        stats = SchedulerStats(len(self.running), len(self.waiting), self.kv_cache_manager.usage, spec_accepted)
+        return EngineCoreOutputs(outputs, stats)

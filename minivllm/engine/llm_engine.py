@@ -11,42 +11,47 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from minivllm.config import EngineConfig, SchedulerConfig
+from minivllm.core.output import SchedulerOutput
 from minivllm.core.rollback import RequestError, culprits, roll_back_step
 from minivllm.core.scheduler import Scheduler
-from minivllm.engine.clock import Clock, WallClock
-from minivllm.metrics.trace import EngineTrace
+from minivllm.metrics.trace import BlockSnapshot, EngineTrace
 from minivllm.outputs import RequestOutput
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
+from minivllm.worker.base import ModelRunnerBase, Tokenizer
+from minivllm.worker.clock import Clock
+
+if TYPE_CHECKING:
+    from minivllm.structured_output import GrammarCompiler
 
 logger = logging.getLogger("minivllm.engine")
 
 class LLMEngine:
-    """The engine loop around one Scheduler and one executor."""
+    """The engine loop around one Scheduler and one model runner (``minivllm.worker.base.ModelRunnerBase``)."""
 
     def __init__(
         self,
         config: EngineConfig,
-        executor: Any | None = None,
-        tokenizer: Any | None = None,
+        model_runner: ModelRunnerBase | None = None,
+        tokenizer: Tokenizer | None = None,
         clock: Clock | None = None,
         record_block_pool: bool = False,
     ) -> None:
         self.config = config
-        if executor is None:
+        if model_runner is None:
             from minivllm.worker.model_runner import ModelRunner
 
-            executor = ModelRunner(config)
-        self.executor = executor
-        loaded = getattr(executor, "loaded", None)
-        self.tokenizer = tokenizer if tokenizer is not None else getattr(loaded, "tokenizer", None)
-        self.eos_token_id = getattr(loaded, "eos_token_id", getattr(executor, "eos_token_id", None))
-        self.vocab_size = getattr(getattr(loaded, "arch", None), "vocab_size", getattr(executor, "vocab_size", None))
-        max_pos = getattr(getattr(loaded, "arch", None), "max_position_embeddings", None)
+            model_runner = ModelRunner(config)
+        self.model_runner: ModelRunnerBase = model_runner
+        self.tokenizer = tokenizer if tokenizer is not None else model_runner.tokenizer
+        self.eos_token_id = model_runner.eos_token_id
+        self.vocab_size = model_runner.vocab_size
+        max_pos = model_runner.max_position_embeddings
         sc = config.scheduler_config
         if max_pos is not None and sc.max_model_len > max_pos:
             raise ValueError(
@@ -54,9 +59,8 @@ class LLMEngine:
                 f"({max_pos}); allowed max_model_len is 1..{max_pos}."
             )
         if config.cache_config.num_gpu_blocks is None:
-            config.cache_config.num_gpu_blocks = executor.determine_num_blocks()
-        if hasattr(executor, "initialize_kv_cache"):
-            executor.initialize_kv_cache(config.cache_config.num_gpu_blocks)
+            config.cache_config.num_gpu_blocks = model_runner.determine_num_blocks()
+        model_runner.initialize_kv_cache(config.cache_config.num_gpu_blocks)
         cc = config.cache_config
         capacity = (cc.num_gpu_blocks - 1) * cc.block_size  # the null block holds nothing
         if sc.max_model_len > capacity:  # a max-length request could never fit: refuse, as vLLM does
@@ -66,24 +70,14 @@ class LLMEngine:
                 "max_model_len or give the KV cache more blocks (num_gpu_blocks / kv_cache_memory_bytes)."
             )
         self.scheduler = Scheduler(sc, cc)
-        if clock is None:
-            clock = getattr(executor, "clock", None)  # the simulator brings its virtual clock
-        if clock is None:
-            device = getattr(executor, "device", None)
-            if device is not None and getattr(device, "type", "cpu") == "cuda":
-                import torch
-
-                clock = WallClock(lambda: torch.cuda.synchronize(device))
-            else:
-                clock = WallClock()
-        self.clock = clock
+        self.clock = clock if clock is not None else model_runner.clock
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
-        self.outputs: dict[str, RequestOutput] = {}
-        self.grammar_compiler = None  # made on the first guided request
+        self._outputs: dict[str, RequestOutput] = {}
+        self.grammar_compiler: GrammarCompiler | None = None  # made on the first guided request
         # Tests force failures here: called after execute_model with the SchedulerOutput; what it raises is
         # handled as the runner's own failure (a RequestError names the requests it belongs to).
-        self.fault_hook: Callable[[Any], None] | None = None
+        self.fault_hook: Callable[[SchedulerOutput], None] | None = None
 
     # ------------------------------------------------------------------ requests
     def add_request(
@@ -132,7 +126,7 @@ class LLMEngine:
         )
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))
-        self.outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
+        self._outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
 
     def _grammar_compiler(self):
         if self.tokenizer is None:
@@ -149,7 +143,7 @@ class LLMEngine:
         for req_id in ids:
             if req_id in self.scheduler.requests:
                 self.scheduler.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
-                out = self.outputs[req_id]
+                out = self._outputs[req_id]
                 out.finished, out.finish_reason = True, "abort"
                 self.trace.on_abort(req_id, now)
 
@@ -175,57 +169,52 @@ class LLMEngine:
     # ------------------------------------------------------------------ one step
     def step(self) -> list[RequestOutput]:
         """One engine iteration; returns the outputs of requests that got tokens (or finished)."""
-        scheduler = self.scheduler
-        out = scheduler.schedule()
-        num_tokens_before = {r: scheduler.requests[r].num_tokens for r in out.num_scheduled_tokens}
+        out = self.scheduler.schedule()
         start = self.clock.now()
         try:
-            result = self.executor.execute_model(out)
+            result = self.model_runner.execute_model(out)
             if self.fault_hook is not None:
                 self.fault_hook(out)
         except Exception as e:  # one request's failure stays its own: see minivllm.core.rollback
             return self._recover(out, e)
         end = self.clock.now()
-        core = scheduler.update_from_output(out, result)
-        changed, new_tokens, finished = [], {}, {}
+        core = self.scheduler.update_from_output(out, result)
+        changed = []
         for o in core.outputs:
-            ro = self.outputs[o.request_id]
+            ro = self._outputs[o.request_id]
             ro.token_ids.extend(o.new_token_ids)
-            new_tokens[o.request_id] = len(o.new_token_ids)
             if o.finished:
                 ro.finished, ro.finish_reason, ro.stop_reason = True, o.finish_reason, o.stop_reason
-                finished[o.request_id] = o.finish_reason
                 self.detokenize(ro)
             changed.append(ro)
-        accepted = {
-            r: len(result.sampled_token_ids[result.req_id_to_index[r]]) - 1
-            for r in out.scheduled_spec_decode_tokens
-            if result.sampled_token_ids[result.req_id_to_index[r]]
-        }
-        self.trace.record_step(
-            out,
-            start,
-            end,
-            num_tokens_before,
-            new_tokens,
-            finished,
-            scheduler,
-            snapshot=self.record_block_pool,
-            spec_accepted=accepted,
-        )
+        self.trace.record_step(out, core, start, end, self._block_snapshot() if self.record_block_pool else None)
         return changed
 
-    def _recover(self, out: Any, error: Exception) -> list[RequestOutput]:
+    def _block_snapshot(self) -> BlockSnapshot:
+        kv = self.scheduler.kv_cache_manager
+        return BlockSnapshot(kv.block_pool.snapshot(), {r: kv.get_block_ids(r) for r in kv.req_to_blocks})
+
+    # ------------------------------------------------------------------ outputs
+    @property
+    def outputs(self) -> Mapping[str, RequestOutput]:
+        """Every request's output so far, by id (read-only; finished ones stay until ``pop_output``)."""
+        return MappingProxyType(self._outputs)
+
+    def pop_output(self, request_id: str) -> RequestOutput | None:
+        """Hand a request's output over and forget it (the engine keeps no output a caller has taken)."""
+        return self._outputs.pop(request_id, None)
+
+    def _recover(self, out: SchedulerOutput, error: Exception) -> list[RequestOutput]:
         """The runner failed on ``out``: abort the requests it is blamed on, recompute the others."""
         failed = culprits(out, error)
         reason = error.message if isinstance(error, RequestError) else f"{type(error).__name__}: {error}"
         logger.warning("step failed (%s); aborting %s, recomputing the rest of the step", reason, failed)
         requeued = roll_back_step(self.scheduler, out, failed, reason)
-        self.executor.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
+        self.model_runner.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
         now = self.clock.now()
         outputs = []
         for req_id in failed:
-            ro = self.outputs[req_id]
+            ro = self._outputs[req_id]
             ro.finished, ro.finish_reason, ro.stop_reason = True, "abort", reason
             self.trace.on_abort(req_id, now)
             outputs.append(ro)
@@ -235,8 +224,10 @@ class LLMEngine:
         """Set and return ``output.text`` (empty without a tokenizer); done for every finished request."""
         if self.tokenizer is None:
             return ""
-        output.text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
-        return output.text
+        text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence decodes to one string
+        output.text = text
+        return text
 
     # ------------------------------------------------------------------ a whole workload
     def run(self, requests: Iterable[Any], max_steps: int | None = None, on_step: Any | None = None) -> None:

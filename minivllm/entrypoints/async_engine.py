@@ -110,6 +110,7 @@ class AsyncEngine:
     def start(self) -> None:
         # Arrival times are taken when the HTTP request arrives (as vLLM's API server does), on the engine's clock.
         self.clock_offset = time.perf_counter() - self.engine.clock.now()
+        self.engine.trace.max_steps = self.max_trace_steps  # a server runs forever: keep the trace bounded
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="minivllm-engine", daemon=True)
             self._thread.start()
@@ -173,7 +174,6 @@ class AsyncEngine:
                     continue
                 for out in engine.step():
                     self._dispatch(out)
-                self._bound_trace()
         except BaseException as e:
             logger.exception("the engine loop stopped")
             self.dead = f"{type(e).__name__}: {e}"
@@ -208,7 +208,7 @@ class AsyncEngine:
             elif cmd.kind == "abort":
                 (request_id,) = cmd.args
                 engine.abort_request(request_id)
-                engine.outputs.pop(request_id, None)
+                engine.pop_output(request_id)
                 self._streams.pop(request_id, None)
                 result = None
             else:
@@ -241,7 +241,7 @@ class AsyncEngine:
         stream.put(Delta(text, new_ids, stream.num_sent, out.finished, out.finish_reason, error=error))
         if out.finished:
             del self._streams[out.request_id]
-            self.engine.outputs.pop(out.request_id, None)
+            self.engine.pop_output(out.request_id)
 
     def _fail_all(self, message: str) -> None:
         for request_id, stream in list(self._streams.items()):
@@ -249,18 +249,6 @@ class AsyncEngine:
                 self.engine.abort_request(request_id)
             except Exception:  # the engine may be what failed: the streams must end all the same
                 logger.exception("abort of %s failed", request_id)
-            self.engine.outputs.pop(request_id, None)
+            self.engine.pop_output(request_id)
             stream.put(Delta("", [], stream.num_sent, True, "abort", error=message))
         self._streams.clear()
-
-    def _bound_trace(self) -> None:
-        trace = self.engine.trace
-        if len(trace.steps) <= self.max_trace_steps:
-            return
-        del trace.steps[: len(trace.steps) // 2]
-        first_kept = trace.steps[0].start
-        old = [
-            r.request_id for r in trace.requests.values() if r.finish_time is not None and r.finish_time < first_kept
-        ]
-        for request_id in old:
-            del trace.requests[request_id]

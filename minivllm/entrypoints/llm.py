@@ -22,8 +22,8 @@ class LLM:
     """``LLM(model="smollm2", max_num_batched_tokens=512, ...)``: keyword names as vLLM's engine args."""
 
     def __init__(self, model: str = "smollm2", **kwargs: Any) -> None:
-        executor = kwargs.pop("executor", None)
-        self.engine = LLMEngine(EngineConfig.from_kwargs(model=model, **kwargs), executor=executor)
+        model_runner = kwargs.pop("model_runner", None)  # a minivllm addition: e.g. a SimRunner or FakeModelRunner
+        self.engine = LLMEngine(EngineConfig.from_kwargs(model=model, **kwargs), model_runner=model_runner)
         self.tokenizer = self.engine.tokenizer
         self._counter = 0
 
@@ -54,13 +54,13 @@ class LLM:
             self.engine.abort_request(ids)
             raise
         try:
-            self._run(len(ids), use_tqdm)
+            outputs = self._run_engine(ids, use_tqdm)
         except BaseException:  # an engine bug, or Ctrl-C in a notebook: leave no request behind
             self.engine.abort_request(ids)
             for req_id in ids:
-                self.engine.outputs.pop(req_id, None)
+                self.engine.pop_output(req_id)
             raise
-        return [self.engine.outputs.pop(i) for i in ids]
+        return [outputs[i] for i in ids]
 
     def chat(
         self,
@@ -81,32 +81,29 @@ class LLM:
             out.prompt = text
         return outputs
 
-    def _run(self, total: int, use_tqdm: bool) -> None:
-        engine = self.engine
+    def _run_engine(self, ids: list[str], use_tqdm: bool) -> dict[str, RequestOutput]:
+        """Step until every request in ``ids`` has finished; collect their outputs as they finish. The bar
+        counts finished prompts and, as vLLM's does, the input / output token speed of the finished ones."""
+        engine, wanted, done = self.engine, set(ids), {}
         bar = None
         if use_tqdm:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
-        prefill_tokens = decode_tokens = 0
-        prefill_time = decode_time = 0.0
-        while engine.has_unfinished_requests():
-            finished = sum(o.finished for o in engine.step())
-            if bar is None:
-                continue
-            rec = engine.trace.steps[-1]
-            p, d = sum(rec.prefill_tokens.values()), sum(rec.decode_tokens.values())
-            # Split the step's time between prefill and decode by their share of the tokens.
-            if p + d:
-                prefill_time += rec.duration * p / (p + d)
-                decode_time += rec.duration * d / (p + d)
-            prefill_tokens += p
-            decode_tokens += d
-            bar.set_postfix_str(
-                f"prefill {prefill_tokens / max(prefill_time, 1e-9):.0f} tok/s, "
-                f"decode {decode_tokens / max(decode_time, 1e-9):.0f} tok/s",
-                refresh=False,
-            )
-            bar.update(finished)
+            bar = tqdm(total=len(ids), desc="Processed prompts", dynamic_ncols=True)
+        num_in = num_out = 0
+        while len(done) < len(ids):
+            for out in engine.step():
+                if not out.finished or out.request_id not in wanted:
+                    continue
+                done[out.request_id] = engine.pop_output(out.request_id)
+                num_in, num_out = num_in + len(out.prompt_token_ids), num_out + len(out.token_ids)
+                if bar is not None:
+                    elapsed = bar.format_dict["elapsed"] or 1e-9
+                    bar.set_postfix_str(
+                        f"est. speed input: {num_in / elapsed:.2f} toks/s, output: {num_out / elapsed:.2f} toks/s",
+                        refresh=False,
+                    )
+                    bar.update(1)
         if bar is not None:
             bar.close()
+        return done

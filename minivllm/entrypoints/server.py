@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
+from minivllm.cli import engine_args
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.entrypoints import demo_routes
 from minivllm.entrypoints.admin_guard import AdminGuard, AdminLimits, allowed_hosts
@@ -41,12 +41,6 @@ from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE, ServerState, ma
 from minivllm.metrics.loggers import PrometheusStatLogger
 
 logger = logging.getLogger("minivllm.entrypoints")
-ENGINE_FLAGS: dict[str, Any] = {  # config field -> argparse type; None: --x / --no-x
-    "max_num_batched_tokens": int, "max_num_seqs": int, "max_model_len": int, "long_prefill_token_threshold": int,
-    "enable_chunked_prefill": None, "enable_prefix_caching": None, "block_size": int, "num_gpu_blocks": int,
-    "policy": str, "kv_cache_memory_bytes": int, "device": str, "dtype": str, "attention_backend": str, "cpu_gemm": str,
-    "seed": int,
-}  # fmt: skip
 
 
 def build_app(engine: AsyncEngine, model_name: str, admin_guard: AdminGuard | None = None,
@@ -118,15 +112,10 @@ def build_app(engine: AsyncEngine, model_name: str, admin_guard: AdminGuard | No
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m minivllm serve", description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="smollm2", help="'smollm2' or a local HF folder (Llama / Qwen2 / Mistral)")
     p.add_argument("--served-model-name", default=None, help="the name clients send as 'model' (default: --model)")
     p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
     p.add_argument("--port", type=int, default=8000)
-    for name, typ in ENGINE_FLAGS.items():
-        if typ is None:
-            p.add_argument(flag_name(name), action=argparse.BooleanOptionalAction, default=None)
-        else:
-            p.add_argument(flag_name(name), type=typ, default=None)
+    engine_args.add_engine_args(p)  # --model and every other engine flag, vLLM's names
     p.add_argument("--max-trace-steps", type=int, default=4_000,
                    help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)")
     p.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
@@ -142,22 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
-    """Load the model (unless ``loaded`` is given), size max_model_len to it (as ``bench`` does), and build the
-    engine (not started)."""
-    from minivllm.model.loader import load_model, resolve_dtype
-    from minivllm.worker.model_runner import ModelRunner, resolve_device
-
-    kwargs = {k: getattr(args, k) for k in ENGINE_FLAGS if getattr(args, k) is not None}
-    config = EngineConfig.from_kwargs(model=args.model, **kwargs)  # bad flags fail before the model loads
-    device = resolve_device(config.model_config.device)
-    dtype = config.model_config.dtype
-    if loaded is None:
-        loaded = load_model(args.model, resolve_dtype(dtype if dtype != "auto" else
-                            ("bfloat16" if device.type == "cuda" else "float32")), device)  # fmt: skip
-    if "max_model_len" not in kwargs:
-        kwargs["max_model_len"] = min(loaded.arch.max_position_embeddings, DEFAULT_MAX_MODEL_LEN)
-        config = EngineConfig.from_kwargs(model=args.model, **kwargs)
-    llm = LLMEngine(config, executor=ModelRunner(config, loaded))
+    """The engine for the flags, not started: ``engine_args.build_engine`` checks them before the model loads
+    (unless ``loaded`` is given), then sizes max_model_len to the model when the flags leave it out."""
+    llm = engine_args.build_engine(loaded=loaded, **engine_args.engine_kwargs(args))
     return AsyncEngine(llm, max_trace_steps=args.max_trace_steps)
 
 

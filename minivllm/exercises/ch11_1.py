@@ -78,7 +78,7 @@ def gpu_scene(budget: int | None) -> LLMEngine:
         enable_chunked_prefill=chunked,
         max_num_batched_tokens=budget if chunked else MAX_MODEL_LEN,
     )
-    engine = LLMEngine(config, executor=SimRunner(CostModel.from_preset(PRESET), config=config))
+    engine = LLMEngine(config, model_runner=SimRunner(CostModel.from_preset(PRESET), config=config))
     run_scene(engine, _tokenizer(), LONG_TOKENS, arrive_after=ARRIVE_AFTER, chat_tokens=CHAT_TOKENS)
     return engine
 

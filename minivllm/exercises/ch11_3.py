@@ -52,7 +52,7 @@ def run_scene(
         block_size=16,
         enable_prefix_caching=False,
     )
-    engine = LLMEngine(config, executor=FakeModelRunner())
+    engine = LLMEngine(config, model_runner=FakeModelRunner())
     arrivals = arrivals or {}
     requests: dict[str, Request] = {}
     computed: dict[str, list[int]] = {r: [] for r in prompts}

@@ -1,7 +1,7 @@
 """vLLM's Prometheus metrics for one run, in the text exposition format, from an EngineTrace (§11.9).
 
 Mirrors ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``; names and labels as in
-../reference/vllm_v1_behaviour.md §8, bucket boundaries as in vLLM 0.9/0.10) and the values that
+vLLM 0.8.5, bucket boundaries as in vLLM 0.9/0.10) and the values that
 ``vllm/v1/metrics/stats.py`` observes, written by hand (no prometheus_client):
 
 * gauges (num_requests_running / waiting, KV usage) come from the last step;

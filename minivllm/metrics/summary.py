@@ -1,6 +1,6 @@
 """Serving metrics from an EngineTrace: TTFT, TPOT, ITL, E2E, throughput, stalls, step series (§11.7, §11.9).
 
-Definitions follow ../reference/serving_facts.md §1, vLLM's ``benchmarks/benchmark_serving.py``
+Definitions follow vLLM's ``benchmarks/benchmark_serving.py``
 (``calculate_metrics``: TTFT, TPOT, ITL, throughput over completed requests) and its request metrics
 (``vllm/v1/metrics/stats.py``: queue time, E2E). Everything is computed from the trace alone:
 

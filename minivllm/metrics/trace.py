@@ -15,7 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from minivllm.core.output import SchedulerOutput
+from minivllm.core.output import EngineCoreOutputs, SchedulerOutput, SchedulerStats
+
+
+@dataclass
+class BlockSnapshot:
+    """The block pool (owner, ref_cnt, hash per block) and every request's block table, after a step."""
+
+    block_pool: list[dict[str, Any]]
+    block_tables: dict[str, list[int]]
 
 
 @dataclass
@@ -98,6 +106,7 @@ class EngineTrace:
     block_size: int = 16  # of the KV cache the run used (figures turn tokens into blocks with it)
     observers: list[TraceObserver] = field(default_factory=list, compare=False, repr=False)
     num_steps_recorded: int = field(default=0, compare=False)  # the next StepRecord.step, kept when steps drop
+    max_steps: int | None = field(default=None, compare=False)  # None: keep every step (offline runs)
 
     def on_abort(self, request_id: str, now: float) -> None:
         """An abort between steps (client gone, ``abort_request``): the request finishes at ``now``."""
@@ -114,44 +123,40 @@ class EngineTrace:
     def record_step(
         self,
         out: SchedulerOutput,
+        core: EngineCoreOutputs,
         start: float,
         end: float,
-        num_tokens_before: dict[str, int],
-        new_tokens: dict[str, int],
-        finished: dict[str, str],
-        scheduler: Any,
-        snapshot: bool = False,
-        spec_accepted: dict[str, int] | None = None,
+        blocks: BlockSnapshot | None = None,
     ) -> StepRecord:
-        """Fold one step into the trace. ``num_tokens_before[r]`` is the request's token count when it
-        was scheduled; ``new_tokens[r]`` how many tokens it got; ``finished[r]`` its finish reason."""
-        computed = out.num_computed_tokens
+        """Fold one step into the trace: the scheduler's decisions ``out``, what ``update_from_output``
+        reported (``core``: new tokens, finishes, the scheduler's stats), the step's times on the engine's
+        clock, and optionally the block pool and block tables after the step."""
+        stats = core.scheduler_stats or SchedulerStats()
         prefill, decode, spec, hits = {}, {}, {}, {}
         for req_id, n in out.num_scheduled_tokens.items():
             k = len(out.scheduled_spec_decode_tokens.get(req_id, ()))
-            num_tokens = num_tokens_before[req_id]
-            # A decode step feeds back the last sampled token; anything else is prompt (or recompute).
-            d = int(computed[req_id] == num_tokens - 1 and num_tokens > self.requests[req_id].num_prompt_tokens)
+            d = int(req_id in out.decode_req_ids)
             prefill[req_id], decode[req_id], spec[req_id] = n - k - d, d, k
         admitted = [r.req_id for r in out.scheduled_new_reqs] + [
             r.req_id for r in out.scheduled_cached_reqs if r.resumed_from_preemption
         ]
-        for r in out.scheduled_new_reqs:
-            hits[r.req_id] = r.num_computed_tokens
-            rec = self.requests[r.req_id]
+        for new in out.scheduled_new_reqs:
+            hits[new.req_id] = new.num_computed_tokens
+            rec = self.requests[new.req_id]
             rec.first_scheduled_time = start
-            rec.num_cached_tokens = r.num_computed_tokens
-        for r in out.scheduled_cached_reqs:
-            if r.resumed_from_preemption:
-                hits[r.req_id] = r.num_computed_tokens
+            rec.num_cached_tokens = new.num_computed_tokens
+        for cached in out.scheduled_cached_reqs:
+            if cached.resumed_from_preemption:
+                hits[cached.req_id] = cached.num_computed_tokens
         for req_id in out.preempted_req_ids:
             self.requests[req_id].num_preemptions += 1
-        for req_id, k in new_tokens.items():
-            self.requests[req_id].token_times.extend([end] * k)
-        for req_id, reason in finished.items():
-            rec = self.requests[req_id]
-            rec.finish_time, rec.finish_reason = end, reason
-        kv = scheduler.kv_cache_manager
+        new_tokens = {o.request_id: len(o.new_token_ids) for o in core.outputs}
+        finished = [o.request_id for o in core.outputs if o.finished]
+        for o in core.outputs:
+            rec = self.requests[o.request_id]
+            rec.token_times.extend([end] * len(o.new_token_ids))
+            if o.finished:
+                rec.finish_time, rec.finish_reason = end, o.finish_reason
         step = max(self.num_steps_recorded, len(self.steps))  # == index until old steps are dropped
         self.num_steps_recorded = step + 1
         record = StepRecord(
@@ -162,20 +167,31 @@ class EngineTrace:
             prefill_tokens={r: v for r, v in prefill.items() if v},
             decode_tokens={r: v for r, v in decode.items() if v},
             spec_tokens={r: v for r, v in spec.items() if v},
-            spec_accepted=dict(spec_accepted or {}),
-            num_running=len(scheduler.running),
-            num_waiting=len(scheduler.waiting),
-            kv_usage=kv.usage,
+            spec_accepted=dict(stats.spec_accepted),
+            num_running=stats.num_running_reqs,
+            num_waiting=stats.num_waiting_reqs,
+            kv_usage=stats.gpu_cache_usage,
             preempted=sorted(out.preempted_req_ids),
             new_requests=admitted,
             prefix_cache_hit_tokens=hits,
-            finished=list(finished),
-            block_pool=kv.block_pool.snapshot() if snapshot else None,
-            block_tables={r: kv.get_block_ids(r) for r in kv.req_to_blocks} if snapshot else None,
+            finished=finished,
+            block_pool=blocks.block_pool if blocks is not None else None,
+            block_tables=blocks.block_tables if blocks is not None else None,
         )
         self.steps.append(record)
         for observer in self.observers:
             observer.on_step(self, record, new_tokens)
             for req_id in finished:
                 observer.on_request_finished(self.requests[req_id])
+        if self.max_steps is not None and len(self.steps) > self.max_steps:
+            self._drop_oldest_half()
         return record
+
+    def _drop_oldest_half(self) -> None:
+        """Keep memory bounded (a server runs forever): forget the older half of the steps and the requests
+        that finished before the first step kept. ``num_steps_recorded`` keeps counting."""
+        del self.steps[: len(self.steps) // 2]
+        first_kept = self.steps[0].start
+        old = [r.request_id for r in self.requests.values() if r.finish_time is not None and r.finish_time < first_kept]
+        for request_id in old:
+            del self.requests[request_id]

@@ -11,13 +11,16 @@ are concatenated when the HF checkpoint is loaded. Numerics follow HF transforme
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from minivllm.model.config import LlamaArchConfig
+
+if TYPE_CHECKING:  # annotations only: the model layer does not import the attention package at run time
+    from minivllm.attention import AttentionBackend, AttentionMetadata
 
 
 class RMSNorm(nn.Module):
@@ -77,7 +80,9 @@ class LlamaAttention(nn.Module):
         self.qkv_proj = nn.Linear(arch.hidden_size, self.q_size + 2 * self.kv_size, bias=arch.qkv_bias)
         self.o_proj = nn.Linear(self.q_size, arch.hidden_size, bias=arch.o_bias)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor, meta: Any, backend: Any) -> Tensor:
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor, meta: AttentionMetadata, backend: AttentionBackend
+    ) -> Tensor:
         t = x.shape[0]
         qk, v = self.qkv_proj(x).split([self.q_size + self.kv_size, self.kv_size], dim=-1)
         # q and k heads side by side: one RoPE pass over all of them (the same arithmetic per element).
@@ -112,13 +117,18 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(arch.hidden_size, arch.rms_norm_eps)
         self.mlp = LlamaMLP(arch)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor, meta: Any, backend: Any) -> Tensor:
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor, meta: AttentionMetadata, backend: AttentionBackend
+    ) -> Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, backend)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class LlamaForCausalLM(nn.Module):
     """Decoder over a flat ``[T]`` token batch (§11.6); logits only where the runner asks (compute_logits)."""
+
+    cos_cache: Tensor  # buffers registered by init_rope_cache (declared for the type checker)
+    sin_cache: Tensor
 
     def __init__(self, arch: LlamaArchConfig) -> None:
         super().__init__()
@@ -154,7 +164,14 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("cos_cache", cos, persistent=False)
         self.register_buffer("sin_cache", sin, persistent=False)
 
-    def forward(self, input_ids: Tensor, positions: Tensor, kv_caches: Tensor, meta: Any, backend: Any) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        kv_caches: Tensor,
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> Tensor:
         """input_ids/positions [T] -> final hidden states [T, hidden].
 
         ``kv_caches`` is ``[num_layers, 2, num_blocks, block_size, Hkv, D]``; layer i uses ``kv_caches[i]``.

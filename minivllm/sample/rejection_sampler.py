@@ -58,7 +58,7 @@ def verify_drafts(
         if residual.sum() <= 0:  # p was a point mass on the draft: cannot reject (numerically)
             out.append(draft)
             continue
-        out.append(Sampler.random_sample((residual / residual.sum()).unsqueeze(0), [generator])[0].item())
+        out.append(int(Sampler.random_sample((residual / residual.sum()).unsqueeze(0), [generator])[0].item()))
         return out
-    bonus = Sampler.random_sample(probs[len(drafts)].unsqueeze(0), [generator])[0].item()
+    bonus = int(Sampler.random_sample(probs[len(drafts)].unsqueeze(0), [generator])[0].item())  # an int64 id
     return out + [bonus]

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from minivllm.config import EngineConfig
+from minivllm.cli.engine_args import build_engine
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.sim.cost_model import PRESET_DIR, CostModel, StepSample, StepShape, calibrate, shapes_from_steps
 
@@ -68,19 +68,18 @@ def measure_real_steps(
     """Every scene's steps on the real ModelRunner, each step timed ``repeats`` times: (shape, times)."""
     import random
 
-    from minivllm.engine.llm_engine import LLMEngine
     from minivllm.sampling_params import SamplingParams
     from minivllm.worker.model_runner import ModelRunner
 
     measured = []
     for i, sc in enumerate(calibration_scenes()):
         rng = random.Random(seed + i)
-        config = EngineConfig.from_kwargs(
+        engine = build_engine(
+            lambda config: RepeatingRunner(ModelRunner(config, loaded), repeats, clock),
             max_num_batched_tokens=sc["budget"], max_num_seqs=sc["seqs"], max_model_len=max(sc["prompts"]) + 64,
             enable_prefix_caching=False,
         )  # fmt: skip
-        runner = RepeatingRunner(ModelRunner(config, loaded), repeats, clock)
-        engine = LLMEngine(config, executor=runner)
+        runner = engine.model_runner  # the RepeatingRunner: its times
         for j, (p, m) in enumerate(zip(sc["prompts"], sc["max_tokens"])):
             ids = [rng.randrange(loaded.arch.vocab_size) for _ in range(p)]
             params = SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True)

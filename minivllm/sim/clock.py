@@ -1,5 +1,5 @@
 """Virtual time for the simulator (§11.7): advanced by each step's modelled cost, and an idle engine
-jumps straight to the next arrival. It satisfies :class:`minivllm.engine.clock.Clock`."""
+jumps straight to the next arrival. It satisfies :class:`minivllm.worker.clock.Clock`."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ per scheduled request (``context_len`` = tokens already in the KV cache):
         + attn_pair * sum q*(k + (q+1)/2) + kv_read_per_byte * kv_bytes_per_token * sum k
 
 ``T`` = scheduled tokens, ``R`` = scheduled requests. The linear layers cost per
-token above the ridge point and the weight read below it (serving_facts §9.2);
+token above the ridge point and the weight read below it (a roofline);
 attention costs per causal (query, key) pair (Vidur ``mfu_calculator.py``) plus
 the KV bytes it reads: decode contexts and the earlier chunks of a chunked
 prompt (SARATHI §4.2). Mirrors, in one closed form, Vidur's

@@ -84,7 +84,7 @@ def simulate(
     except ValueError as e:
         return SimResult(None, f"Invalid setting: {e}")
     try:
-        engine = LLMEngine(config, executor=make_runner(config, preset), record_block_pool=record_block_pool)
+        engine = LLMEngine(config, model_runner=make_runner(config, preset), record_block_pool=record_block_pool)
     except ValueError as e:
         return SimResult(None, f"Invalid setting: {e}")
 

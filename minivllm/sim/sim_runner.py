@@ -16,11 +16,15 @@ from minivllm.config import EngineConfig
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.sim.clock import VirtualClock
 from minivllm.sim.cost_model import CostModel, step_shape
+from minivllm.worker.base import Tokenizer
 from minivllm.worker.fake_runner import FakeModelRunner
 
 
 class SimRunner:
-    """Same interface as ModelRunner: ``execute_model``, ``determine_num_blocks``, ``initialize_kv_cache``."""
+    """A ``minivllm.worker.base.ModelRunnerBase`` whose steps cost virtual time (and whose tokens are fake)."""
+
+    tokenizer: Tokenizer | None = None
+    max_position_embeddings: int | None = None
 
     def __init__(
         self,

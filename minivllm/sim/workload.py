@@ -2,8 +2,9 @@
 
 Mirrors the request generator of vLLM's ``benchmarks/benchmark_serving.py`` (``--request-rate``,
 gamma gaps for bursty traffic) and Vidur's synthetic generators (``poisson``, ``gamma`` with a CV,
-``static``). Length parameters come from ../reference/serving_facts.md §3.4 (Sarathi-Serve), §7.1
-(Azure LLM inference trace 2023). Nothing is downloaded: a workload is a function of its arguments.
+``static``). Length parameters come from the Sarathi-Serve paper (arXiv:2403.02310, Table 2)
+and the Azure LLM inference trace 2023 (github.com/Azure/AzurePublicDataset). Nothing is downloaded: a
+workload is a function of its arguments.
 
 * Lengths: each published distribution is a lognormal with mu = ln(median) and, where the mean is
   published, sigma = sqrt(2 ln(mean / median)), so both the mean and the median match; where only
@@ -94,10 +95,10 @@ class LengthDistribution:
 _mm = LengthSpec.from_mean_median
 WORKLOAD_KINDS: dict[str, LengthDistribution] = {
     "azure_conv": LengthDistribution(
-        _mm(1155, 1020), _mm(211, 129), "Azure LLM inference trace 2023, conversation (serving_facts §7.1)", 5.53
+        _mm(1155, 1020), _mm(211, 129), "Azure LLM inference trace 2023, conversation", 5.53
     ),
     "azure_code": LengthDistribution(
-        _mm(2048, 1469), _mm(27.9, 13), "Azure LLM inference trace 2023, code (serving_facts §7.1)", 2.57
+        _mm(2048, 1469), _mm(27.9, 13), "Azure LLM inference trace 2023, code", 2.57
     ),
     "sharegpt": LengthDistribution(
         _mm(2340, 1730), _mm(439, 415), "openchat_sharegpt4 trace of Sarathi-Serve, LLaMA2 tokenizer (§3.4)"
@@ -105,7 +106,7 @@ WORKLOAD_KINDS: dict[str, LengthDistribution] = {
     "arxiv_summarization": LengthDistribution(
         LengthSpec.from_median_p90(7059, 12985),
         LengthSpec.from_median_p90(208, 371),
-        "arxiv_summarization, Sarathi-Serve Table 2 (serving_facts §3.4)",
+        "arxiv_summarization, Sarathi-Serve Table 2",
     ),
     "uniform": LengthDistribution(LengthSpec.uniform(32, 512), LengthSpec.uniform(16, 128), "synthetic"),
     "rag_burst": LengthDistribution(

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass
@@ -26,7 +27,15 @@ class Vocabulary:
     max_len: int
 
 
-def build_vocabulary(tokenizer) -> Vocabulary:
+class VocabTokenizer(Protocol):
+    """What building a vocabulary asks of a tokenizer (a Hugging Face tokenizer has both)."""
+
+    def __len__(self) -> int: ...
+
+    def batch_decode(self, sequences: list[list[int]], /, *, clean_up_tokenization_spaces: bool) -> list[str]: ...
+
+
+def build_vocabulary(tokenizer: VocabTokenizer) -> Vocabulary:
     """Decode every ordinary token on its own. Tokens that decode to a partial UTF-8 character
     ("\\ufffd") or to nothing cannot be placed in a string and are left out."""
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
@@ -44,7 +53,7 @@ def build_vocabulary(tokenizer) -> Vocabulary:
 class ChoiceGrammar:
     """One request's constraint. ``is_ready()`` / ``error`` are what the scheduler asks."""
 
-    def __init__(self, choices: Sequence[str], eos_token_id: int | None, future: Future) -> None:
+    def __init__(self, choices: Sequence[str], eos_token_id: int | None, future: Future[Vocabulary]) -> None:
         self.choices = list(choices)
         self.eos_token_id = eos_token_id
         self._future = future
@@ -106,7 +115,12 @@ def check_choices(choices: Sequence[str], vocab: Vocabulary, eos_token_id: int |
 class GrammarCompiler:
     """A background worker that compiles grammars; the vocabulary is built once and shared."""
 
-    def __init__(self, tokenizer, eos_token_id: int | None, vocab_builder: Callable = build_vocabulary) -> None:
+    def __init__(
+        self,
+        tokenizer: VocabTokenizer,
+        eos_token_id: int | None,
+        vocab_builder: Callable[[VocabTokenizer], Vocabulary] = build_vocabulary,
+    ) -> None:
         self.tokenizer = tokenizer
         self.eos_token_id = eos_token_id
         self._vocab_builder = vocab_builder

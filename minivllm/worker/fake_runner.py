@@ -16,16 +16,28 @@ from __future__ import annotations
 import zlib
 
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.worker.base import Tokenizer
+from minivllm.worker.clock import Clock, WallClock
 
 
 class FakeModelRunner:
-    """Same interface as the real ModelRunner: ``execute_model(SchedulerOutput)``."""
+    """A ``minivllm.worker.base.ModelRunnerBase`` with no model: tokens are a function of (request, position)."""
+
+    tokenizer: Tokenizer | None = None  # prompts come as token ids
+    max_position_embeddings: int | None = None
 
     def __init__(self, vocab_size: int = 32000, eos_token_id: int | None = None, num_spec_tokens: int = 0) -> None:
         self.vocab_size = vocab_size
         self.eos_token_id = eos_token_id
         self.num_spec_tokens = num_spec_tokens
         self.tokens: dict[str, list[int]] = {}  # the runner's own mirror of each request's tokens
+        self.clock: Clock = WallClock()
+
+    def determine_num_blocks(self) -> int:
+        raise ValueError("num_gpu_blocks must be set for the fake runner: it has no memory to size a KV cache from.")
+
+    def initialize_kv_cache(self, num_blocks: int) -> None:
+        """Nothing to allocate: the fake runner holds no tensors."""
 
     def true_token(self, req_id: str, position: int) -> int:
         """The token the "model" produces at ``position`` (it never returns the EOS id by chance)."""
@@ -65,7 +77,7 @@ class FakeModelRunner:
                 sampled.append([])
                 spec.append([])
                 continue
-            out = []
+            out: list[int] = []
             for draft in drafts:  # greedy verification: accept while the draft is right
                 if draft != self.true_token(req_id, len(tokens) + len(out)):
                     break

@@ -17,7 +17,7 @@ import torch
 
 from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
 from minivllm.attention.selector import get_attn_backend
-from minivllm.config import EngineConfig
+from minivllm.config import EngineConfig, resolve_auto_dtype
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.core.rollback import RequestError
 from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
@@ -26,6 +26,7 @@ from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
 from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer
+from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
@@ -41,7 +42,7 @@ class CachedRequestState:
     sampling_params: SamplingParams
     generator: torch.Generator | None
     block_ids: list[int]
-    num_computed_tokens: int = 0
+    num_computed_tokens: int = 0  # the scheduler's, as of this step's SchedulerOutput (never advanced here)
 
     @property
     def num_output_tokens(self) -> int:
@@ -63,11 +64,18 @@ class ModelRunner:
         self.config = config
         mc = config.model_config
         self.device = resolve_device(mc.device)
-        dtype = mc.dtype if mc.dtype != "auto" else ("bfloat16" if self.device.type == "cuda" else "float32")
+        dtype = resolve_auto_dtype(mc.dtype, self.device.type)
         self.dtype = resolve_dtype(dtype)
         self.loaded = loaded or load_model(mc.model, self.dtype, self.device)
         self.model = self.loaded.model
         self.arch = self.loaded.arch
+        # What the engine reads (minivllm.worker.base.ModelRunnerBase).
+        self.tokenizer = self.loaded.tokenizer
+        self.eos_token_id = self.loaded.eos_token_id
+        self.vocab_size = self.arch.vocab_size
+        self.max_position_embeddings = self.arch.max_position_embeddings
+        device = self.device
+        self.clock = WallClock(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else WallClock()
         self.cpu_gemm = resolve_cpu_gemm(mc.cpu_gemm, self.device, self.dtype)
         set_cpu_gemm(self.model, self.cpu_gemm)
         if self.device.type == "cpu":
@@ -216,9 +224,8 @@ class ModelRunner:
         )
         logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
         sampled = self._sample(out, states, num_scheduled, drafts, logits)
-        for state, tokens, n in zip(states, sampled, num_scheduled):
+        for state, tokens in zip(states, sampled):
             state.token_ids.extend(tokens)
-            state.num_computed_tokens += n  # rolled back by the scheduler's next num_computed_tokens
         spec = None
         if self.proposer is not None:  # next step's drafts, from each request's own context
             spec = [

@@ -24,11 +24,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_helpers import wait_idle
 
 from minivllm.metrics.summary import percentile
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "tests" / "entrypoints") not in sys.path:  # server_helpers.py lives with the server's tests
+    sys.path.insert(0, str(REPO / "tests" / "entrypoints"))
+from server_helpers import wait_idle  # noqa: E402
 
 
 def free_port() -> int:

@@ -28,7 +28,7 @@ def real_engine(loaded, **kwargs) -> LLMEngine:
 
 def fake_engine(**kwargs) -> LLMEngine:
     kwargs = dict(dict(max_num_batched_tokens=24, max_num_seqs=4, max_model_len=256, num_gpu_blocks=40), **kwargs)
-    return LLMEngine(EngineConfig.from_kwargs(model="fake", **kwargs), executor=FakeModelRunner(vocab_size=320))
+    return LLMEngine(EngineConfig.from_kwargs(model="fake", **kwargs), model_runner=FakeModelRunner(vocab_size=320))
 
 
 def prompts() -> dict[str, list[int]]:

@@ -73,7 +73,7 @@ def test_abort_frees_every_block_wherever_the_request_is(where):
     s.finish_requests(victim, RequestStatus.FINISHED_ABORTED)
     assert victim not in s.requests
     out, _ = step(s, runner)
-    assert victim in out.finished_req_ids  # the executor learns about it next step
+    assert victim in out.finished_req_ids  # the runner learns about it next step
     run_table(s, runner)
     assert s.kv_cache_manager.block_pool.get_num_free_blocks() == 7
 

@@ -60,7 +60,7 @@ def test_an_allocator_failure_becomes_a_value_error(tiny, monkeypatch):
     monkeypatch.setattr(model_runner.torch, "zeros", no_memory)
     with pytest.raises(ValueError, match=r"num_gpu_blocks=64: the KV cache asks for 524288 bytes .* the allocation "
                                          r"failed: DefaultCPUAllocator: not enough memory"):  # fmt: skip
-        LLMEngine(config, executor=runner)
+        LLMEngine(config, model_runner=runner)
 
 
 def test_generate_with_no_prompts_returns_nothing_and_steps_nothing(tiny):

@@ -25,7 +25,7 @@ def vocab(smollm2):
 def make_engine(loaded, vocab, delay: threading.Event | None = None) -> LLMEngine:
     config = EngineConfig.from_kwargs(model=loaded.hf_folder, device="cpu", max_num_batched_tokens=128,
                                       max_num_seqs=8, max_model_len=1024, num_gpu_blocks=120)
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
 
     def builder(tokenizer):
         if delay is not None:

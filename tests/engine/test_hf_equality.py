@@ -31,7 +31,7 @@ def run_engine(loaded, prompts, *, block_size=16, num_gpu_blocks=400, stagger=Fa
         num_gpu_blocks=num_gpu_blocks,
         **sched,
     )
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
     params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
     pending = list(enumerate(prompts))
     while pending or engine.has_unfinished_requests():

@@ -64,12 +64,15 @@ def test_bounded_trace_keeps_metrics_consistent(llm):
     from minivllm.metrics.prometheus import prometheus_text
 
     engine = AsyncEngine(llm.engine, max_trace_steps=10)
-    llm.generate([[5 + i] * 8 for i in range(4)], SamplingParams(max_tokens=12, temperature=0.0), use_tqdm=False)
     trace = llm.engine.trace
-    num_steps = len(trace.steps)
-    assert num_steps > 10
-    engine._bound_trace()
-    assert len(trace.steps) == num_steps - num_steps // 2
+    trace.max_steps = engine.max_trace_steps  # what start() sets
+    try:
+        llm.generate([[5 + i] * 8 for i in range(4)], SamplingParams(max_tokens=12, temperature=0.0), use_tqdm=False)
+    finally:
+        trace.max_steps = None
+    assert trace.num_steps_recorded > 10 and len(trace.steps) <= 10  # the older half was dropped, maybe twice
+    kept = len(trace.steps)
+    assert [s.step for s in trace.steps] == list(range(trace.num_steps_recorded - kept, trace.num_steps_recorded))
     first = trace.steps[0].start
     assert all(r.finish_time is None or r.finish_time >= first for r in trace.requests.values())
     assert "vllm:num_requests_running{" in prometheus_text(trace)

@@ -38,7 +38,7 @@ def test_smollm2_streams_equal_offline_llm(smollm2):
         *chats, completion = asyncio.run(run())
         state = wait_idle(srv.base_url)
     assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
-    llm = LLM("smollm2", executor=ModelRunner(EngineConfig.from_kwargs(model="smollm2", **KW), smollm2), **KW)
+    llm = LLM("smollm2", model_runner=ModelRunner(EngineConfig.from_kwargs(model="smollm2", **KW), smollm2), **KW)
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
     expected = llm.chat([[{"role": "user", "content": q}] for q in QUESTIONS], params, use_tqdm=False)
     for got, want in zip(chats, expected):

@@ -49,7 +49,7 @@ def test_cuda_greedy_equals_hf(cuda_model_folder, backend, budget):
         max_model_len=1024,
         num_gpu_blocks=200,
     )
-    engine = LLMEngine(config, executor=ModelRunner(config, loaded))
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
     for i, p in enumerate(prompts):
         engine.add_request(str(i), p, SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():

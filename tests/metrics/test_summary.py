@@ -164,7 +164,7 @@ def test_a_real_engine_run_is_consistent():
     config = EngineConfig.from_kwargs(
         model="fake", device="cpu", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=512, num_gpu_blocks=64
     )
-    engine = LLMEngine(config, executor=FakeModelRunner(vocab_size=1000), clock=VirtualClock())
+    engine = LLMEngine(config, model_runner=FakeModelRunner(vocab_size=1000), clock=VirtualClock())
     w = make_workload("rag_burst", 6, rate=50.0, seed=0, vocab_size=1000, max_model_len=512, long_prompt_len=(200, 300))
     engine.run(w.requests, on_step=lambda e: e.clock.advance(0.01 + 1e-4 * e.trace.steps[-1].num_scheduled_tokens))
     s = summarize(engine.trace)

@@ -99,7 +99,7 @@ def test_presets_load_with_their_sources_and_unknown_names_list_them():
 @pytest.mark.parametrize("name", ["llama2_7b_a100", "llama2_7b_h100"])
 def test_gpu_presets_reproduce_their_published_anchors(name):
     m = CostModel.from_preset(name)
-    for a in m.meta["anchors_non_attention"]:  # Vidur's measured non-attention time per step (serving_facts §4.6)
+    for a in m.meta["anchors_non_attention"]:  # Vidur's measured non-attention time per step (Vidur, arXiv:2405.05465)
         linear_only = CostModel(**{**m.to_dict(), "attn_pair_s": 0.0, "kv_read_s_per_byte": 0.0})
         assert linear_only.step_time([(a["tokens"], 0)]) * 1e3 == pytest.approx(a["published_ms"], rel=0.15)
     # piggybacking (SARATHI §4.3): 3 decodes riding on a 1021-token chunk cost little
@@ -123,7 +123,7 @@ def test_shapes_rebuilt_from_the_trace_equal_the_scheduler_outputs():
     config = EngineConfig.from_kwargs(
         max_num_batched_tokens=48, max_num_seqs=6, num_gpu_blocks=14, block_size=8, max_model_len=104
     )
-    engine = LLMEngine(config, executor=Recording(vocab_size=500), clock=VirtualClock())
+    engine = LLMEngine(config, model_runner=Recording(vocab_size=500), clock=VirtualClock())
     prefix = list(range(10, 42))
     for i in range(6):
         prompt = prefix + [100 + i] * (5 + 7 * i)

@@ -19,7 +19,7 @@ A100 = CostModel.from_preset("llama2_7b_a100")
 
 def sim_engine(cost_model: CostModel = A100, **kwargs) -> LLMEngine:
     config = EngineConfig.from_kwargs(**{"max_num_batched_tokens": 512, "max_num_seqs": 32, **kwargs})
-    return LLMEngine(config, executor=SimRunner(cost_model, vocab_size=cost_model.vocab_size, config=config))
+    return LLMEngine(config, model_runner=SimRunner(cost_model, vocab_size=cost_model.vocab_size, config=config))
 
 
 def step_table(engine: LLMEngine) -> list[tuple]:
@@ -46,7 +46,7 @@ def test_fake_and_sim_runners_give_the_same_step_table(kwargs):
     sim = sim_engine(**config)
     sim.run(requests)
     fake_config = EngineConfig.from_kwargs(**{**config, "num_gpu_blocks": sim.config.cache_config.num_gpu_blocks})
-    fake = LLMEngine(fake_config, executor=FakeModelRunner(vocab_size=32000), clock=VirtualClock())
+    fake = LLMEngine(fake_config, model_runner=FakeModelRunner(vocab_size=32000), clock=VirtualClock())
     fake.run(requests)
     assert step_table(sim) == step_table(fake)
     assert any(s.preempted for s in sim.trace.steps) == ("num_gpu_blocks" in kwargs)  # the small cache preempts
@@ -59,7 +59,7 @@ def test_each_step_lasts_what_the_cost_model_says():
     engine.run(make_workload("azure_conv", 12, rate=2.0, seed=0, vocab_size=32000, max_model_len=4096).requests)
     for step, shape in zip(engine.trace.steps, shapes_from_steps(engine.trace.steps)):
         assert step.duration == pytest.approx(A100.step_time(shape), rel=1e-12)
-    assert engine.executor.busy_time == pytest.approx(sum(s.duration for s in engine.trace.steps))
+    assert engine.model_runner.busy_time == pytest.approx(sum(s.duration for s in engine.trace.steps))
     # calibrate() reads StepRecords directly and finds the model that priced them
     fitted, report = calibrate(engine.trace.steps, CostModel(kv_bytes_per_token=A100.kv_bytes_per_token))
     assert report.median_ape < 0.1 and fitted.per_token_s == pytest.approx(A100.per_token_s, rel=0.05)
@@ -113,7 +113,7 @@ def test_repeating_runner_times_each_step_and_changes_nothing(tiny_qwen2):
     for repeats in (1, 3):
         config = EngineConfig.from_kwargs(max_num_batched_tokens=16, max_num_seqs=4, max_model_len=128)
         runner = RepeatingRunner(ModelRunner(config, loaded), repeats)
-        engine = LLMEngine(config, executor=runner)
+        engine = LLMEngine(config, model_runner=runner)
         for i in range(3):
             params = SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True)
             engine.add_request(f"r{i}", list(range(5 + i, 30 + 3 * i)), params)

@@ -15,7 +15,7 @@ def make_engine(budget: int = 64, blocks: int = 64, block_size: int = 16, record
         model="none", max_num_batched_tokens=budget, max_num_seqs=8, num_gpu_blocks=blocks, block_size=block_size,
         **kw,
     )  # fmt: skip
-    return LLMEngine(config, executor=make_runner(config, preset=None), record_block_pool=record)
+    return LLMEngine(config, model_runner=make_runner(config, preset=None), record_block_pool=record)
 
 
 def requests(spec: list[tuple[str, int, int, float]], base: int = 100) -> list[WorkloadRequest]:

@@ -1,4 +1,4 @@
-"""Thin ipywidgets apps over the figure builders (reference/notebooks.md §3).
+"""Thin ipywidgets apps over the figure builders (figures in ``minivllm.viz.figures``).
 
 Each app builds its controls and ``go.FigureWidget``s, reruns or re-slices on every change,
 and has ``.ui`` (display it, or end a cell with the app itself), ``.state()`` (plain data)

@@ -2,7 +2,7 @@
 
 Widgets never draw by themselves: they call the pure builders and copy the result into
 their ``go.FigureWidget`` inside ``batch_update()``, so one change sends one update to the
-browser (reference/notebooks.md §3).
+browser (plotly's ``FigureWidget.batch_update``).
 """
 
 from __future__ import annotations

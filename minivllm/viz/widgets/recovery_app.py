@@ -67,7 +67,7 @@ class RecoveryExplorer:
                 model="none", max_num_batched_tokens=self.budget, max_num_seqs=8, max_model_len=256,
                 num_gpu_blocks=self.num_blocks.value, block_size=self.block_size,
             )  # fmt: skip
-            self.engine = LLMEngine(config, executor=make_runner(config, self.preset), record_block_pool=True)
+            self.engine = LLMEngine(config, model_runner=make_runner(config, self.preset), record_block_pool=True)
         except ValueError as e:
             self._show(f"Invalid setting: {e}", "error")
             return

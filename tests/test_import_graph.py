@@ -1,0 +1,110 @@
+"""The package's import graph: no cycle between modules or between folders, and core/ stays torch-free.
+
+Every import counts, including those inside functions and under ``TYPE_CHECKING``: a lazy import hides a
+cycle from Python, not from a reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "minivllm"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The minivllm modules that ``name`` imports (a ``from pkg import mod`` counts as ``pkg.mod``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: imported(name, path) for name, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def folder(name: str) -> str:
+    """``minivllm.core.scheduler`` -> ``minivllm.core``; root modules are their own folder."""
+    return ".".join(name.split(".")[:2])
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles(GRAPH) == []
+
+
+def test_no_two_folders_import_each_other():
+    folders: dict[str, set[str]] = {}
+    for name, targets in GRAPH.items():
+        for target in targets:
+            if folder(name) != folder(target) and "minivllm" not in (name, target):
+                folders.setdefault(folder(name), set()).add(folder(target))
+    assert cycles(folders) == []
+
+
+def test_the_core_is_pure_python():
+    """core/ (scheduler, KV cache manager, block pool) imports no torch and nothing outside core/ except the
+    data types at the package root: it runs and tests in milliseconds."""
+    allowed = {"minivllm.config", "minivllm.request", "minivllm.sampling_params"}
+    for name, path in MODULES.items():
+        if not name.startswith("minivllm.core"):
+            continue
+        tree = ast.parse(path.read_text())
+        roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        roots |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert "torch" not in roots, name
+        outside = {t for t in GRAPH[name] if not t.startswith("minivllm.core") and t not in allowed}
+        if name != "minivllm.core.testing":  # the test bench runs the scheduler with the fake runner
+            assert not outside, (name, outside)
