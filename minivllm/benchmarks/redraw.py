@@ -32,8 +32,14 @@ def main(num_steps: int = 500) -> dict[str, float]:
     from minivllm.viz.widgets.player import StepPlayer
 
     w = make_workload("uniform", 300, rate=40.0, seed=0, vocab_size=32000, max_model_len=1024)
-    run = simulate(w.requests, max_steps=num_steps, max_num_batched_tokens=256, max_num_seqs=64,
-                   max_model_len=1024, num_gpu_blocks=1200)  # fmt: skip
+    run = simulate(
+        w.requests,
+        max_steps=num_steps,
+        max_num_batched_tokens=256,
+        max_num_seqs=64,
+        max_model_len=1024,
+        num_gpu_blocks=1200,
+    )
     trace = run.trace
     n_bars = sum(len(s.prefill_tokens) + len(s.decode_tokens) for s in trace.steps)
     print(f"trace: {len(trace.steps)} steps, {len(trace.requests)} requests, {n_bars} request-steps")

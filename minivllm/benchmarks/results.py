@@ -20,11 +20,17 @@ from minivllm.config import flag_name
 
 RUN_FLAGS = {"request_rate": float, "burstiness": float, "num_prompts": int, "seed": int, "cost_model": str}
 COLUMNS = (  # (metric key, header, scale)
-    ("ttft_p50", "TTFT p50 ms", 1e3), ("ttft_p99", "TTFT p99 ms", 1e3), ("tpot_p50", "TPOT p50 ms", 1e3),
-    ("tpot_p99", "TPOT p99 ms", 1e3), ("itl_p99", "ITL p99 ms", 1e3), ("itl_max", "ITL max ms", 1e3),
-    ("output_throughput", "out tok/s", 1.0), ("total_throughput", "tot tok/s", 1.0),
-    ("mean_budget_utilisation", "budget %", 100.0), ("num_preemptions", "preempt", 1.0),
-)  # fmt: skip
+    ("ttft_p50", "TTFT p50 ms", 1e3),
+    ("ttft_p99", "TTFT p99 ms", 1e3),
+    ("tpot_p50", "TPOT p50 ms", 1e3),
+    ("tpot_p99", "TPOT p99 ms", 1e3),
+    ("itl_p99", "ITL p99 ms", 1e3),
+    ("itl_max", "ITL max ms", 1e3),
+    ("output_throughput", "out tok/s", 1.0),
+    ("total_throughput", "tot tok/s", 1.0),
+    ("mean_budget_utilisation", "budget %", 100.0),
+    ("num_preemptions", "preempt", 1.0),
+)
 
 
 def load_workload(args: argparse.Namespace, point: dict[str, Any], vocab_size: int, max_model_len: int) -> Any:
@@ -35,10 +41,15 @@ def load_workload(args: argparse.Namespace, point: dict[str, Any], vocab_size: i
         return Workload.load(args.workload)
     rate, burst = point.get("request_rate", args.request_rate), point.get("burstiness", args.burstiness)
     return make_workload(
-        args.workload, point.get("num_prompts", args.num_prompts),
-        rate=None if math.isinf(rate) else rate, arrival="poisson" if burst == 1.0 else "bursty",
-        burstiness=burst, seed=point.get("seed", args.seed), vocab_size=vocab_size, max_model_len=max_model_len,
-    )  # fmt: skip
+        args.workload,
+        point.get("num_prompts", args.num_prompts),
+        rate=None if math.isinf(rate) else rate,
+        arrival="poisson" if burst == 1.0 else "bursty",
+        burstiness=burst,
+        seed=point.get("seed", args.seed),
+        vocab_size=vocab_size,
+        max_model_len=max_model_len,
+    )
 
 
 def format_table(results: list[dict]) -> str:
@@ -77,5 +88,8 @@ def write_outputs(args: argparse.Namespace, results: list[dict], argv: list[str]
             w = csv.writer(f)
             w.writerow(keys + config_keys + metric_keys)
             for r in results:
-                w.writerow([r["point"][k] for k in keys] + [r["config"][k] for k in config_keys]
-                           + [r["metrics"][k] for k in metric_keys])  # fmt: skip
+                w.writerow(
+                    [r["point"][k] for k in keys]
+                    + [r["config"][k] for k in config_keys]
+                    + [r["metrics"][k] for k in metric_keys]
+                )

@@ -76,8 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
 async def send_one(client: Any, url: str, model: str, req: Any, result: RequestResult) -> None:
     """One streamed completion; fills ``result`` (chunk times, usage, finish reason, or the error)."""
     sp = req.sampling_params
-    body = {"model": model, "prompt": req.prompt_token_ids, "max_tokens": sp.max_tokens, "temperature": sp.temperature,
-            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": sp.ignore_eos}  # fmt: skip
+    body = {
+        "model": model,
+        "prompt": req.prompt_token_ids,
+        "max_tokens": sp.max_tokens,
+        "temperature": sp.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": sp.ignore_eos,
+    }
     result.send_time = time.perf_counter()
     try:
         async with client.stream("POST", url, json=body) as resp:
@@ -112,8 +119,9 @@ async def run_workload(args: argparse.Namespace, url: str, model: str, requests:
 
     limits = httpx.Limits(max_connections=args.max_concurrency, max_keepalive_connections=args.max_concurrency)
     semaphore = asyncio.Semaphore(args.max_concurrency) if args.max_concurrency else None
-    results = [RequestResult(r.request_id, len(r.prompt_token_ids), r.sampling_params.max_tokens, math.nan)
-               for r in requests]  # fmt: skip
+    results = [
+        RequestResult(r.request_id, len(r.prompt_token_ids), r.sampling_params.max_tokens, math.nan) for r in requests
+    ]
 
     async def one(req: Any, result: RequestResult, client: Any) -> None:
         if semaphore is None:
@@ -204,8 +212,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         metrics[key] = after[key] - before[key] if key in after and key in before else math.nan
     failed = [r for r in results if r.error]
     metrics.update(num_failed=len(failed), wall_time_s=wall, requests_per_wall_s=len(results) / wall)
-    config = {"base_url": base, "endpoint": args.endpoint, "model": model, "max_concurrency": args.max_concurrency,
-              **{k: getattr(args, k) for k in RUN_FLAGS if hasattr(args, k)}}  # fmt: skip
+    config = {
+        "base_url": base,
+        "endpoint": args.endpoint,
+        "model": model,
+        "max_concurrency": args.max_concurrency,
+        **{k: getattr(args, k) for k in RUN_FLAGS if hasattr(args, k)},
+    }
     result: dict[str, Any] = {"point": {}, "config": config, "workload": workload.params, "metrics": metrics}
     if args.save_detailed:
         result["requests"] = [asdict(r) for r in results]

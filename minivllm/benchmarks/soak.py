@@ -26,13 +26,25 @@ import httpx
 
 from minivllm.metrics.summary import percentile
 
-GOOD = ["What is the capital of France?", "Name three colours.", "Count from one to five.",
-        "Say hello in Spanish.", "What is two plus two?", "Write one word about the sea."]  # fmt: skip
+GOOD = [
+    "What is the capital of France?",
+    "Name three colours.",
+    "Count from one to five.",
+    "Say hello in Spanish.",
+    "What is two plus two?",
+    "Write one word about the sea.",
+]
 BAD = [
-    {"prompt": "hi", "seed": 2**64}, {"prompt": "hi", "min_tokens": 2, "stop_token_ids": [10**6]},
-    {"prompt": "hi", "max_tokens": True}, {"prompt": [1, True]}, {"prompt": "a \ud800 b"},
-    {"prompt": "hi", "max_tokens": 0}, {"prompt": "hi", "n": 3}, {"messages": []}, {"prompt": "hi", "top_p": 7},
-]  # fmt: skip
+    {"prompt": "hi", "seed": 2**64},
+    {"prompt": "hi", "min_tokens": 2, "stop_token_ids": [10**6]},
+    {"prompt": "hi", "max_tokens": True},
+    {"prompt": [1, True]},
+    {"prompt": "a \ud800 b"},
+    {"prompt": "hi", "max_tokens": 0},
+    {"prompt": "hi", "n": 3},
+    {"messages": []},
+    {"prompt": "hi", "top_p": 7},
+]
 
 
 def rss_mib(pid: int | str = "self") -> float:
@@ -92,8 +104,9 @@ async def bad_request(c: httpx.AsyncClient, url: str, rng: random.Random, tally:
 
 async def disconnecting(c: httpx.AsyncClient, url: str, rng: random.Random, tally: Tally) -> None:
     prompt = " ".join(rng.choice(["the", "river", "stone", "light"]) for _ in range(rng.randint(4, 600)))
-    task = asyncio.ensure_future(c.post(f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": 64,
-                                                                       "stream": rng.random() < 0.7}))  # fmt: skip
+    task = asyncio.ensure_future(
+        c.post(f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": 64, "stream": rng.random() < 0.7})
+    )
     await asyncio.sleep(rng.uniform(0, 2.0))
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -122,9 +135,12 @@ async def soak(url: str, pid: int, want: dict[str, str], args: argparse.Namespac
         while time.monotonic() < end:
             await asyncio.sleep(min(60, max(0.1, end - time.monotonic())))
             tally.rss.append(rss_mib(pid))
-            print(f"{(time.monotonic() - start) / 60:5.1f} min: good {tally.good} (failed {tally.good_failed}), "
-                  f"bad {tally.bad}, disconnects {tally.disconnects}, server RSS {tally.rss[-1]:.0f} MiB "
-                  f"({tally.rss[-1] / rss0 - 1:+.1%})", flush=True)  # fmt: skip
+            print(
+                f"{(time.monotonic() - start) / 60:5.1f} min: good {tally.good} (failed {tally.good_failed}), "
+                f"bad {tally.bad}, disconnects {tally.disconnects}, server RSS {tally.rss[-1]:.0f} MiB "
+                f"({tally.rss[-1] / rss0 - 1:+.1%})",
+                flush=True,
+            )
 
     await asyncio.gather(reporter(), *(client(i) for i in range(args.clients)))
 
@@ -134,8 +150,19 @@ def start_server(model: str, flags: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "minivllm", "serve", "--model", model, "--port", str(port), "--log-level",
-           "warning", *flags.split()]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "minivllm",
+        "serve",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *flags.split(),
+    ]
     proc = subprocess.Popen(cmd)
     url = f"http://127.0.0.1:{port}"
     while True:
@@ -156,8 +183,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--max-tokens", type=int, default=24)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--server-flags", default="--max-num-batched-tokens 256 --max-num-seqs 16",
-                   help="flags for the server, as for python -m minivllm serve")  # fmt: skip
+    p.add_argument(
+        "--server-flags",
+        default="--max-num-batched-tokens 256 --max-num-seqs 16",
+        help="flags for the server, as for python -m minivllm serve",
+    )
     args = p.parse_args(argv)
     proc, url = start_server(args.model, args.server_flags)
     try:
@@ -173,24 +203,34 @@ def report(url: str, pid: int, args: argparse.Namespace) -> None:
         r = httpx.post(f"{url}/v1/chat/completions", json=body(prompt, args.max_tokens), timeout=600)
         want[prompt] = r.json()["choices"][0]["message"]["content"]
     rss0 = rss_mib(pid)
-    print(f"serving {args.model} on {url} (pid {pid}); {args.clients} clients for {args.minutes} min; "
-          f"server RSS {rss0:.0f} MiB", flush=True)  # fmt: skip
+    print(
+        f"serving {args.model} on {url} (pid {pid}); {args.clients} clients for {args.minutes} min; "
+        f"server RSS {rss0:.0f} MiB",
+        flush=True,
+    )
     tally = Tally()
     asyncio.run(soak(url, pid, want, args, tally))
     while (state := httpx.get(f"{url}/admin/state", params={"last_steps": 0}).json())["num_unfinished"]:
         time.sleep(0.1)
     metrics = httpx.get(f"{url}/metrics").text.splitlines()
-    gauges = {name: next(float(x.rsplit(" ", 1)[1]) for x in metrics if x.startswith(name + "{"))
-              for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")}
+    gauges = {
+        name: next(float(x.rsplit(" ", 1)[1]) for x in metrics if x.startswith(name + "{"))
+        for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+    }
     ms = lambda xs, q: f"{percentile(xs, q) * 1e3:.0f}"  # noqa: E731
     print(f"requests: good {tally.good}, bad {tally.bad}, disconnects {tally.disconnects}")
-    print(f"failures of good requests: {tally.good_failed}; bad requests not refused with a 4xx: "
-          f"{tally.bad_not_refused}")  # fmt: skip
-    print(f"good TTFT p50/p99 {ms(tally.ttfts, 50)}/{ms(tally.ttfts, 99)} ms, ITL p50/p99 "
-          f"{ms(tally.itls, 50)}/{ms(tally.itls, 99)} ms")  # fmt: skip
+    print(
+        f"failures of good requests: {tally.good_failed}; bad requests not refused with a 4xx: {tally.bad_not_refused}"
+    )
+    print(
+        f"good TTFT p50/p99 {ms(tally.ttfts, 50)}/{ms(tally.ttfts, 99)} ms, ITL p50/p99 "
+        f"{ms(tally.itls, 50)}/{ms(tally.itls, 99)} ms"
+    )
     alive = httpx.get(f"{url}/health").status_code == 200
-    print(f"idle: gauges {gauges}, free KV blocks {state['num_free_blocks']} of {state['num_gpu_blocks']} "
-          f"(1 is the null block), /health {'200' if alive else 'not 200'}")  # fmt: skip
+    print(
+        f"idle: gauges {gauges}, free KV blocks {state['num_free_blocks']} of {state['num_gpu_blocks']} "
+        f"(1 is the null block), /health {'200' if alive else 'not 200'}"
+    )
     end = rss_mib(pid)
     line = f"server RSS before the load {rss0:.0f} MiB, at the end {end:.0f} MiB ({end / rss0 - 1:+.1%})"
     if len(tally.rss) > 1:  # the first minute warms allocator pools and caches up: growth after it is the leak

@@ -208,10 +208,16 @@ def main(argv: list[str] | None = None) -> dict:
             json.dump(_run_one(args.worker, json.loads(args.worker_opts)), f)
         return {}
     opts = dict(
-        model=args.model, device=args.device, num_prompts=args.num_prompts, min_prompt=args.min_prompt,
-        max_prompt=args.max_prompt, output_len=args.output_len, budget=args.max_num_batched_tokens,
-        hf_batch_size=args.hf_batch_size, profile=args.profile,
-    )  # fmt: skip
+        model=args.model,
+        device=args.device,
+        num_prompts=args.num_prompts,
+        min_prompt=args.min_prompt,
+        max_prompt=args.max_prompt,
+        output_len=args.output_len,
+        budget=args.max_num_batched_tokens,
+        hf_batch_size=args.hf_batch_size,
+        profile=args.profile,
+    )
     kinds = ["minivllm"] + (["minivllm-torch-gemm"] if args.ablate_cpu_gemm else []) + ["hf-static"]
     kinds += [] if args.skip_generate_batch else ["hf-generate-batch"]
     res = run_engines(kinds, opts, args.same_process)

@@ -60,7 +60,7 @@ class Scheduler:
         self.kv_cache_manager = KVCacheManager(
             num_gpu_blocks=cache_config.num_gpu_blocks,
             block_size=cache_config.block_size,
-            max_model_len=scheduler_config.max_model_len,
+            max_model_len=self.max_model_len,
             enable_caching=cache_config.enable_prefix_caching,
             caching_hash_algo=cache_config.prefix_caching_hash_algo,
         )
@@ -80,10 +80,13 @@ class Scheduler:
             old.policy,
         ):
             raise ValueError("max_model_len and policy cannot change on a running scheduler.")
-        self.scheduler_config = scheduler_config
-        self.max_num_running_reqs = scheduler_config.max_num_seqs
-        self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
-        self.max_model_len = scheduler_config.max_model_len
+        sc = scheduler_config
+        # SchedulerConfig.__post_init__ resolves these from the other settings when they are left None.
+        assert sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None and sc.max_model_len is not None
+        self.scheduler_config = sc
+        self.max_num_running_reqs: int = sc.max_num_seqs
+        self.max_num_scheduled_tokens: int = sc.max_num_batched_tokens
+        self.max_model_len: int = sc.max_model_len
         self.long_prefill_token_threshold = scheduler_config.long_prefill_token_threshold
         self.policy = scheduler_config.policy
 

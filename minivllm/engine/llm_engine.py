@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("minivllm.engine")
 
+
 class LLMEngine:
     """The engine loop around one Scheduler and one model runner (``minivllm.worker.base.ModelRunnerBase``)."""
 
@@ -52,21 +53,23 @@ class LLMEngine:
         self.eos_token_id = model_runner.eos_token_id
         self.vocab_size = model_runner.vocab_size
         max_pos = model_runner.max_position_embeddings
-        sc = config.scheduler_config
-        if max_pos is not None and sc.max_model_len > max_pos:
+        sc, cc = config.scheduler_config, config.cache_config
+        max_model_len = sc.max_model_len
+        assert max_model_len is not None  # SchedulerConfig.__post_init__ resolves it
+        if max_pos is not None and max_model_len > max_pos:
             raise ValueError(
-                f"max_model_len ({sc.max_model_len}) is larger than the model's max_position_embeddings "
+                f"max_model_len ({max_model_len}) is larger than the model's max_position_embeddings "
                 f"({max_pos}); allowed max_model_len is 1..{max_pos}."
             )
-        if config.cache_config.num_gpu_blocks is None:
-            config.cache_config.num_gpu_blocks = model_runner.determine_num_blocks()
-        model_runner.initialize_kv_cache(config.cache_config.num_gpu_blocks)
-        cc = config.cache_config
-        capacity = (cc.num_gpu_blocks - 1) * cc.block_size  # the null block holds nothing
-        if sc.max_model_len > capacity:  # a max-length request could never fit: refuse, as vLLM does
+        if cc.num_gpu_blocks is None:
+            cc.num_gpu_blocks = model_runner.determine_num_blocks()
+        num_blocks = cc.num_gpu_blocks
+        model_runner.initialize_kv_cache(num_blocks)
+        capacity = (num_blocks - 1) * cc.block_size  # the null block holds nothing
+        if max_model_len > capacity:  # a max-length request could never fit: refuse, as vLLM does
             raise ValueError(
-                f"max_model_len ({sc.max_model_len}) is larger than the number of tokens the KV cache can hold "
-                f"({capacity} = (num_gpu_blocks {cc.num_gpu_blocks} - 1) x block_size {cc.block_size}); lower "
+                f"max_model_len ({max_model_len}) is larger than the number of tokens the KV cache can hold "
+                f"({capacity} = (num_gpu_blocks {num_blocks} - 1) x block_size {cc.block_size}); lower "
                 "max_model_len or give the KV cache more blocks (num_gpu_blocks / kv_cache_memory_bytes)."
             )
         self.scheduler = Scheduler(sc, cc)
@@ -110,8 +113,10 @@ class LLMEngine:
         if self.vocab_size is not None:  # SamplingParams checked they are ints >= 0; the vocabulary is the engine's
             bad = [t for t in params.stop_token_ids if t >= self.vocab_size]
             if bad:
-                raise ValueError(f"stop_token_ids of request {request_id!r}: token id {bad[0]!r} is out of range; "
-                                 f"allowed 0..{self.vocab_size - 1}.")  # fmt: skip
+                raise ValueError(
+                    f"stop_token_ids of request {request_id!r}: token id {bad[0]!r} is out of range; "
+                    f"allowed 0..{self.vocab_size - 1}."
+                )
         if params.guided_choice is not None and grammar is None:
             grammar = self._grammar_compiler().submit(params.guided_choice)  # compiled in the background
         arrival = self.clock.now() if arrival_time is None else arrival_time
@@ -128,7 +133,7 @@ class LLMEngine:
         self.trace.on_arrival(request_id, arrival, len(token_ids))
         self._outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
 
-    def _grammar_compiler(self):
+    def _grammar_compiler(self) -> GrammarCompiler:
         if self.tokenizer is None:
             raise ValueError("guided_choice needs a tokenizer; this engine has none.")
         if self.grammar_compiler is None:

@@ -73,26 +73,37 @@ class AdminGuard:
 
     def check(self, request: Request) -> None:
         if not self.enabled:
-            raise APIError("The admin endpoints are disabled on this server (--disable-admin).", status=404,
-                           code="not_found")  # fmt: skip
+            raise APIError(
+                "The admin endpoints are disabled on this server (--disable-admin).", status=404, code="not_found"
+            )
         host = urlsplit(f"//{request.headers.get('host', '')}").hostname
         if not self.host_allowed(host):
             allowed = list(self.allowed_hosts)
-            raise APIError(f"Host {host!r} is not allowed to use /admin; allowed: {allowed} (start the server "
-                           "with --allowed-hosts to add one).", status=403, code="forbidden")  # fmt: skip
+            raise APIError(
+                f"Host {host!r} is not allowed to use /admin; allowed: {allowed} (start the server "
+                "with --allowed-hosts to add one).",
+                status=403,
+                code="forbidden",
+            )
         origin = request.headers.get("origin")
         if origin is not None and not self.host_allowed(urlsplit(origin).hostname):
             raise APIError(f"Origin {origin!r} is not allowed to use /admin.", status=403, code="forbidden")
         if request.method == "POST":
             media = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json":
-                raise APIError(f"/admin takes application/json bodies only, got {media or 'none'!r}.", status=415,
-                               code="unsupported_media_type")  # fmt: skip
+                raise APIError(
+                    f"/admin takes application/json bodies only, got {media or 'none'!r}.",
+                    status=415,
+                    code="unsupported_media_type",
+                )
         if self.token is not None:
             sent = request.headers.get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {self.token}".encode()):
-                raise APIError("This server's /admin needs 'Authorization: Bearer <admin token>' (--admin-token).",
-                               status=401, code="unauthorized")  # fmt: skip
+                raise APIError(
+                    "This server's /admin needs 'Authorization: Bearer <admin token>' (--admin-token).",
+                    status=401,
+                    code="unauthorized",
+                )
 
 
 def allowed_hosts(extra: str | None, bind_host: str) -> tuple[str, ...]:

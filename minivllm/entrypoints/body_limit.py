@@ -64,10 +64,17 @@ class BodySizeLimit:
             seen += len(message.get("body", b""))
 
     async def _refuse(self, send: Any) -> None:
-        error = {"message": too_large_message(self.max_bytes), "type": "invalid_request_error", "param": None,
-                 "code": "request_too_large"}  # fmt: skip
+        error = {
+            "message": too_large_message(self.max_bytes),
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "request_too_large",
+        }
         body = json.dumps({"error": error}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]  # fmt: skip
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -51,11 +51,17 @@ admin = APIRouter(dependencies=[Depends(guarded)])
 
 def _step_dict(step: Any) -> dict[str, Any]:
     return {
-        "step": step.step, "start": step.start, "end": step.end, "duration": step.duration,
-        "prefill_tokens": sum(step.prefill_tokens.values()), "decode_tokens": sum(step.decode_tokens.values()),
-        "num_running": step.num_running, "num_waiting": step.num_waiting, "kv_usage": step.kv_usage,
+        "step": step.step,
+        "start": step.start,
+        "end": step.end,
+        "duration": step.duration,
+        "prefill_tokens": sum(step.prefill_tokens.values()),
+        "decode_tokens": sum(step.decode_tokens.values()),
+        "num_running": step.num_running,
+        "num_waiting": step.num_waiting,
+        "kv_usage": step.kv_usage,
         "preempted": list(step.preempted),
-    }  # fmt: skip
+    }
 
 
 def _scheduling(engine: LLMEngine) -> dict[str, Any]:
@@ -122,19 +128,22 @@ async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
     def read(engine: LLMEngine) -> dict[str, Any]:
         kv = engine.scheduler.kv_cache_manager
         return {
-            "now": time.perf_counter(), "scheduling": _scheduling(engine),
-            "num_gpu_blocks": kv.num_gpu_blocks, "num_free_blocks": kv.block_pool.get_num_free_blocks(),
-            "num_running": len(engine.scheduler.running), "num_waiting": len(engine.scheduler.waiting),
-            "num_unfinished": engine.get_num_unfinished_requests(), "num_steps": len(engine.trace.steps),
-            "steps": [_step_dict(s) for s in engine.trace.steps[-max(0, last_steps):]] if last_steps else [],
-        }  # fmt: skip
+            "now": time.perf_counter(),
+            "scheduling": _scheduling(engine),
+            "num_gpu_blocks": kv.num_gpu_blocks,
+            "num_free_blocks": kv.block_pool.get_num_free_blocks(),
+            "num_running": len(engine.scheduler.running),
+            "num_waiting": len(engine.scheduler.waiting),
+            "num_unfinished": engine.get_num_unfinished_requests(),
+            "num_steps": len(engine.trace.steps),
+            "steps": [_step_dict(s) for s in engine.trace.steps[-max(0, last_steps) :]] if last_steps else [],
+        }
 
     return await raw.app.state.minivllm.engine.call(read)
 
 
 @admin.get("/admin/trace")
-async def get_trace(raw: Request, request_ids: str | None = None, offset: int = 0,
-                    limit: int = 100) -> dict[str, Any]:  # fmt: skip
+async def get_trace(raw: Request, request_ids: str | None = None, offset: int = 0, limit: int = 100) -> dict[str, Any]:
     """The trace's requests, oldest first, one page of at most ``limit`` (``MAX_TRACE_PAGE``) from ``offset``
     (``next_offset`` is the next page's, null after the last); ``request_ids=a,b`` picks requests by id."""
     if not 1 <= limit <= MAX_TRACE_PAGE:
@@ -154,8 +163,12 @@ async def get_trace(raw: Request, request_ids: str | None = None, offset: int = 
             ids = list(itertools.islice(recs, offset, offset + limit))
         clock_offset = time.perf_counter() - engine.clock.now()
         nxt = offset + limit if total is not None and offset + limit < total else None
-        return {"clock_offset": clock_offset, "total": total, "next_offset": nxt,
-                "requests": {r: dataclasses.asdict(recs[r]) for r in ids}}  # fmt: skip
+        return {
+            "clock_offset": clock_offset,
+            "total": total,
+            "next_offset": nxt,
+            "requests": {r: dataclasses.asdict(recs[r]) for r in ids},
+        }
 
     return await raw.app.state.minivllm.engine.call(read)
 

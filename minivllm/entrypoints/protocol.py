@@ -33,8 +33,14 @@ Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 class APIError(Exception):
     """An error that becomes an OpenAI-style JSON body: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        status: int = 400,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message, self.param, self.status, self.headers = message, param, status, headers
         self.code = code or {404: "model_not_found"}.get(status, self.type)
@@ -59,8 +65,10 @@ def unicode_problem(text: str, field: str) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        return (f"{field} is not valid Unicode: {e.reason} {text[e.start:e.start + 1]!r} at character {e.start}; "
-                "send UTF-8 text.")  # fmt: skip
+        return (
+            f"{field} is not valid Unicode: {e.reason} {text[e.start : e.start + 1]!r} at character {e.start}; "
+            "send UTF-8 text."
+        )
     return None
 
 
@@ -224,8 +232,9 @@ def _max_tokens(req: _SamplingFields) -> tuple[str, int | None]:
     return ("max_completion_tokens", mct) if mct is not None else ("max_tokens", req.max_tokens)
 
 
-def build_sampling_params(req: _SamplingFields, num_prompt_tokens: int, limits: Limits, prompt_field: str,
-                          default_max_tokens: int | None) -> SamplingParams:  # fmt: skip
+def build_sampling_params(
+    req: _SamplingFields, num_prompt_tokens: int, limits: Limits, prompt_field: str, default_max_tokens: int | None
+) -> SamplingParams:
     """SamplingParams for a validated request; prompt length and max_tokens are checked against max_model_len
     as vLLM's ``_validate_input`` does (its error text), ``stop_token_ids`` against the vocabulary. Logs the
     fields the request sent that nothing reads."""
@@ -318,8 +327,12 @@ def http_error(method: str, path: str, status: int, detail: Any, headers: dict[s
         return APIError(f"Not found: there is no route {path!r} ({method} {path}).", status=404, code="not_found")
     if status == 405:
         allowed = (headers or {}).get("allow") or (headers or {}).get("Allow") or ""
-        return APIError(f"Method {method} is not allowed on {path!r}" + (f"; allowed: {allowed}." if allowed else "."),
-                        status=405, code="method_not_allowed", headers=headers)  # fmt: skip
+        return APIError(
+            f"Method {method} is not allowed on {path!r}" + (f"; allowed: {allowed}." if allowed else "."),
+            status=405,
+            code="method_not_allowed",
+            headers=headers,
+        )
     return APIError(str(detail), status=status, headers=headers)
 
 
@@ -342,7 +355,9 @@ def install_error_handlers(app: Any) -> None:
         return error_response(err)
 
     handlers: list[tuple[type[Exception], Callable[[Any, Any], Awaitable[Any]]]] = [
-        (APIError, on_api_error), (RequestValidationError, on_bad_body), (HTTPException, on_http_error),
-    ]  # fmt: skip
+        (APIError, on_api_error),
+        (RequestValidationError, on_bad_body),
+        (HTTPException, on_http_error),
+    ]
     for exc, handler in handlers:
         app.add_exception_handler(exc, handler)

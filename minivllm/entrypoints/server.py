@@ -43,16 +43,27 @@ from minivllm.metrics.loggers import PrometheusStatLogger
 logger = logging.getLogger("minivllm.entrypoints")
 
 
-def build_app(engine: AsyncEngine, model_name: str, admin_guard: AdminGuard | None = None,
-              max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:  # fmt: skip
+def build_app(
+    engine: AsyncEngine,
+    model_name: str,
+    admin_guard: AdminGuard | None = None,
+    max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
     """The ASGI app around a (not yet started) AsyncEngine; the engine thread runs while the app does."""
     llm = engine.engine
     sc = llm.scheduler.scheduler_config
     limits = Limits(sc.max_model_len, llm.vocab_size)
     admin_limits = AdminLimits.from_start(sc.max_num_batched_tokens, sc.max_num_seqs, sc.max_model_len)
-    state = ServerState(engine, model_name, limits, llm.tokenizer, int(time.time()), admin_limits,
-                        admin_guard=admin_guard or AdminGuard(),
-                        max_prompt_chars=max_prompt_chars(llm.tokenizer, sc.max_model_len))  # fmt: skip
+    state = ServerState(
+        engine,
+        model_name,
+        limits,
+        llm.tokenizer,
+        int(time.time()),
+        admin_limits,
+        admin_guard=admin_guard or AdminGuard(),
+        max_prompt_chars=max_prompt_chars(llm.tokenizer, sc.max_model_len),
+    )
     if sc.enable_chunked_prefill:
         state.chunked_budget = sc.max_num_batched_tokens
     if llm.tokenizer is not None and not getattr(llm.tokenizer, "chat_template", None):
@@ -80,8 +91,14 @@ def build_app(engine: AsyncEngine, model_name: str, admin_guard: AdminGuard | No
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": state.created, "owned_by": "minivllm",
-                "root": llm.config.model_config.model, "max_model_len": limits.max_model_len}  # fmt: skip
+        card = {
+            "id": model_name,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "minivllm",
+            "root": llm.config.model_config.model,
+            "max_model_len": limits.max_model_len,
+        }
         return {"object": "list", "data": [card]}
 
     stats = PrometheusStatLogger(model_name=model_name)
@@ -116,16 +133,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
     p.add_argument("--port", type=int, default=8000)
     engine_args.add_engine_args(p)  # --model and every other engine flag, vLLM's names
-    p.add_argument("--max-trace-steps", type=int, default=4_000,
-                   help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)")
-    p.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
-                   help="larger request bodies are refused (413) before they are read")  # fmt: skip
+    p.add_argument(
+        "--max-trace-steps",
+        type=int,
+        default=4_000,
+        help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)",
+    )
+    p.add_argument(
+        "--max-request-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger request bodies are refused (413) before they are read",
+    )
     admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")
     admin.add_argument("--disable-admin", action="store_true", help="switch /admin off (404)")
-    admin.add_argument("--admin-token", default=None,
-                       help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)")
-    admin.add_argument("--allowed-hosts", default=None,
-                       help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)")
+    admin.add_argument(
+        "--admin-token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)",
+    )
+    admin.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
+    )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -161,9 +192,16 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(e))
     name = args.served_model_name or args.model
     sc = engine.engine.scheduler.scheduler_config
-    logger.info("serving %s on http://%s:%d (max_model_len %d, budget %d, chunked prefill %s, %d KV blocks)",
-                name, args.host, args.port, sc.max_model_len, sc.max_num_batched_tokens, sc.enable_chunked_prefill,
-                engine.engine.config.cache_config.num_gpu_blocks)  # fmt: skip
+    logger.info(
+        "serving %s on http://%s:%d (max_model_len %d, budget %d, chunked prefill %s, %d KV blocks)",
+        name,
+        args.host,
+        args.port,
+        sc.max_model_len,
+        sc.max_num_batched_tokens,
+        sc.enable_chunked_prefill,
+        engine.engine.config.cache_config.num_gpu_blocks,
+    )
     server = build_server(args, engine)
     server.run()
     if engine.dead is not None:

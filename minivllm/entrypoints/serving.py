@@ -51,8 +51,11 @@ class ServerState:
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
-            raise APIError(f"The model `{model}` does not exist; this server serves `{self.model_name}`.",
-                           param="model", status=404)  # fmt: skip
+            raise APIError(
+                f"The model `{model}` does not exist; this server serves `{self.model_name}`.",
+                param="model",
+                status=404,
+            )
 
 
 def max_prompt_chars(tokenizer: Any, max_model_len: int) -> int | None:
@@ -68,8 +71,11 @@ def check_prompt_chars(state: ServerState, num_chars: int, field_name: str) -> N
     limit = state.max_prompt_chars
     if limit is not None and num_chars > limit:
         mml = state.limits.max_model_len
-        raise APIError(f"The {field_name} has {num_chars} characters; this model's maximum context length is {mml} "
-                       f"tokens, which no text over {limit} characters fits in.", field_name)  # fmt: skip
+        raise APIError(
+            f"The {field_name} has {num_chars} characters; this model's maximum context length is {mml} "
+            f"tokens, which no text over {limit} characters fits in.",
+            field_name,
+        )
 
 
 def chat_prompt_ids(state: ServerState, req: ChatCompletionRequest) -> list[int]:
@@ -173,8 +179,9 @@ def _data(obj: Any) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
-async def _sse(base: dict[str, Any], chat: bool, first: Delta, stream: AsyncIterator[Delta], num_prompt: int,
-               include_usage: bool) -> AsyncIterator[str]:  # fmt: skip
+async def _sse(
+    base: dict[str, Any], chat: bool, first: Delta, stream: AsyncIterator[Delta], num_prompt: int, include_usage: bool
+) -> AsyncIterator[str]:
     """The SSE body. Cancelled by Starlette when the client disconnects: the stream's ``finally`` aborts."""
     async with aclosing(stream):
         if chat:  # vLLM's first chat chunk carries the role only

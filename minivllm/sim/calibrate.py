@@ -76,9 +76,11 @@ def measure_real_steps(
         rng = random.Random(seed + i)
         engine = build_engine(
             lambda config: RepeatingRunner(ModelRunner(config, loaded), repeats, clock),
-            max_num_batched_tokens=sc["budget"], max_num_seqs=sc["seqs"], max_model_len=max(sc["prompts"]) + 64,
+            max_num_batched_tokens=sc["budget"],
+            max_num_seqs=sc["seqs"],
+            max_model_len=max(sc["prompts"]) + 64,
             enable_prefix_caching=False,
-        )  # fmt: skip
+        )
         runner = engine.model_runner  # the RepeatingRunner: its times
         for j, (p, m) in enumerate(zip(sc["prompts"], sc["max_tokens"])):
             ids = [rng.randrange(loaded.arch.vocab_size) for _ in range(p)]

@@ -26,9 +26,16 @@ def demo_workload(num_requests: int = 12, seed: int = 0, vocab_size: int = 32000
 
     num_chats = max(1, num_requests * 3 // 4)
     w = make_workload(
-        "rag_burst", num_requests, rate=20.0, seed=seed, vocab_size=vocab_size, max_model_len=4096,
-        long_prompt_len=(1024, 3000), num_chats=num_chats, burst_delay=0.2,
-    )  # fmt: skip
+        "rag_burst",
+        num_requests,
+        rate=20.0,
+        seed=seed,
+        vocab_size=vocab_size,
+        max_model_len=4096,
+        long_prompt_len=(1024, 3000),
+        num_chats=num_chats,
+        burst_delay=0.2,
+    )
     return w.requests
 
 
@@ -37,9 +44,17 @@ def shared_prefix_workload(num_requests: int = 10, seed: int = 1) -> list[Any]:
     from minivllm.sim.workload import make_workload
 
     return make_workload(
-        "uniform", num_requests, rate=40.0, seed=seed, vocab_size=32000, max_model_len=256, shared_prefix_len=48,
-        num_prefix_groups=2, prompt_len=(16, 64), output_len=(24, 64),
-    ).requests  # fmt: skip
+        "uniform",
+        num_requests,
+        rate=40.0,
+        seed=seed,
+        vocab_size=32000,
+        max_model_len=256,
+        shared_prefix_len=48,
+        num_prefix_groups=2,
+        prompt_len=(16, 64),
+        output_len=(24, 64),
+    ).requests
 
 
 # A simple price list for scenes that need no calibrated model: 5 ms per step + 50 us per token.

@@ -97,9 +97,7 @@ WORKLOAD_KINDS: dict[str, LengthDistribution] = {
     "azure_conv": LengthDistribution(
         _mm(1155, 1020), _mm(211, 129), "Azure LLM inference trace 2023, conversation", 5.53
     ),
-    "azure_code": LengthDistribution(
-        _mm(2048, 1469), _mm(27.9, 13), "Azure LLM inference trace 2023, code", 2.57
-    ),
+    "azure_code": LengthDistribution(_mm(2048, 1469), _mm(27.9, 13), "Azure LLM inference trace 2023, code", 2.57),
     "sharegpt": LengthDistribution(
         _mm(2340, 1730), _mm(439, 415), "openchat_sharegpt4 trace of Sarathi-Serve, LLaMA2 tokenizer (§3.4)"
     ),
@@ -195,9 +193,15 @@ class Workload:
                 raise ValueError(f"{path.name}: request {row['request_id']}: prompt_len != number of tokens.")
             params = _params_for(int(row["output_len"]))
             requests.append(
-                WorkloadRequest(row["request_id"], float(row["arrival_time"]), row["tokens"], params,
-                                int(row["priority"]), row["prefix_group"])
-            )  # fmt: skip
+                WorkloadRequest(
+                    row["request_id"],
+                    float(row["arrival_time"]),
+                    row["tokens"],
+                    params,
+                    int(row["priority"]),
+                    row["prefix_group"],
+                )
+            )
         return cls(data["name"], data["seed"], requests, data["params"])
 
     def stats(self) -> dict[str, float]:
@@ -239,8 +243,9 @@ def arrival_times(n: int, rate: float | None, arrival: str, burstiness: float, r
 
 def _check(args: dict[str, Any], overrides: dict[str, Any]) -> None:
     """ValueError naming the first bad argument and its allowed values."""
-    kind, n, rate, burst, prefix, mml = (args[k] for k in ("kind", "num_requests", "rate", "burstiness",
-                                                           "shared_prefix_len", "max_model_len"))  # fmt: skip
+    kind, n, rate, burst, prefix, mml = (
+        args[k] for k in ("kind", "num_requests", "rate", "burstiness", "shared_prefix_len", "max_model_len")
+    )
     if kind not in WORKLOAD_KINDS:
         raise ValueError(f"unknown workload kind {kind!r}; allowed: {', '.join(WORKLOAD_KINDS)}.")
     is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731

@@ -32,9 +32,14 @@ from minivllm.worker.clock import Clock
 
 
 class Tokenizer(Protocol):
-    """The two calls the engine makes on a tokenizer (a Hugging Face tokenizer has both)."""
+    """What the engine asks of a tokenizer (a Hugging Face tokenizer has it all): encode prompts, decode
+    outputs, and, for guided decoding, its size and every token decoded alone (``structured_output``)."""
+
+    def __len__(self) -> int: ...
 
     def encode(self, text: str) -> list[int]: ...
+
+    def batch_decode(self, sequences: list[list[int]], /, *, clean_up_tokenization_spaces: bool) -> list[str]: ...
 
     def decode(self, token_ids: list[int], skip_special_tokens: bool = ...) -> str | list[str]:
         """One sequence in, one string out (Hugging Face's type also covers batches)."""

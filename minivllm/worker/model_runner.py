@@ -11,7 +11,9 @@ and its generator is not advanced.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -30,6 +32,7 @@ from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
+R = TypeVar("R")
 
 
 @dataclass
@@ -156,6 +159,7 @@ class ModelRunner:
     def profile_run(self) -> None:
         """A warm-up forward over a full token budget, on a throw-away cache, to measure peak memory."""
         sc = self.config.scheduler_config
+        assert sc.max_num_batched_tokens is not None and sc.max_model_len is not None  # set by __post_init__
         num_tokens = min(sc.max_num_batched_tokens, sc.max_model_len)
         blocks = -(-num_tokens // self.block_size)
         saved, self.kv_caches = self.kv_caches, None
@@ -234,7 +238,14 @@ class ModelRunner:
             ]
         return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec)
 
-    def _sample(self, out, states, num_scheduled, drafts, logits) -> list[list[int]]:
+    def _sample(
+        self,
+        out: SchedulerOutput,
+        states: list[CachedRequestState],
+        num_scheduled: list[int],
+        drafts: list[list[int]],
+        logits: torch.Tensor,
+    ) -> list[list[int]]:
         """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied."""
         sampled: list[list[int]] = [[] for _ in states]
         row_starts = [0]
@@ -260,7 +271,14 @@ class ModelRunner:
                 sampled[i] = [token]
         return sampled
 
-    def _prepare_rows(self, rows, state, drafts, allowed, eos) -> list[int] | None:
+    def _prepare_rows(
+        self,
+        rows: torch.Tensor,
+        state: CachedRequestState,
+        drafts: list[int],
+        allowed: list[int] | None,
+        eos: int | None,
+    ) -> list[int] | None:
         """One request's logits rows in place: min_tokens, grammar mask; its verified drafts, if it has some."""
         params = state.sampling_params
         outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
@@ -274,7 +292,7 @@ class ModelRunner:
         return None
 
 
-def _attributed(req_id: str, prefix: str, fn, *args):
+def _attributed(req_id: str, prefix: str, fn: Callable[..., R], *args: object) -> R:
     """``fn(*args)``: this request's own work, so any failure becomes a RequestError naming ``req_id``
     (only it fails; ``minivllm.core.rollback``)."""
     try:

@@ -7,7 +7,7 @@ import pytest
 
 from minivllm.sim.workload import WORKLOAD_KINDS, LengthSpec, Workload, arrival_times, make_workload
 
-# (kind, prompt mean, prompt median, output mean, output median): the Azure LLM inference trace 2023 and Sarathi-Serve Table 2
+# (kind, prompt mean, prompt median, output mean, output median): Azure LLM inference trace 2023, Sarathi-Serve
 MEAN_MEDIAN = [
     ("azure_conv", 1155, 1020, 211, 129),
     ("azure_code", 2048, 1469, 27.9, 13),

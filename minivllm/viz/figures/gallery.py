@@ -30,9 +30,14 @@ def chunked_vs_unchunked(budget: int = 256, num_requests: int = 12) -> dict[str,
 def small_pool_run(num_gpu_blocks: int = 40) -> EngineTrace:
     """Two shared system prompts, a 40-block pool: prefix hits, sharing, eviction and preemption."""
     result = simulate(
-        shared_prefix_workload(), max_num_batched_tokens=64, max_num_seqs=8, max_model_len=256,
-        num_gpu_blocks=num_gpu_blocks, block_size=16, record_block_pool=True,
-    )  # fmt: skip
+        shared_prefix_workload(),
+        max_num_batched_tokens=64,
+        max_num_seqs=8,
+        max_model_len=256,
+        num_gpu_blocks=num_gpu_blocks,
+        block_size=16,
+        record_block_pool=True,
+    )
     return result.trace
 
 
@@ -44,8 +49,9 @@ def sweep_results(budgets: tuple[int, ...] = SWEEP_BUDGETS) -> dict[int, dict[st
     w = make_workload("azure_conv", 80, rate=8.0, seed=0, vocab_size=32000, max_model_len=MAX_MODEL_LEN)
     out = {}
     for b in budgets:
-        r = simulate(w.requests, max_num_batched_tokens=b, max_num_seqs=64, max_model_len=MAX_MODEL_LEN,
-                     num_gpu_blocks=1500)  # fmt: skip
+        r = simulate(
+            w.requests, max_num_batched_tokens=b, max_num_seqs=64, max_model_len=MAX_MODEL_LEN, num_gpu_blocks=1500
+        )
         out[b] = summarize(r.trace).to_dict()
     return out
 

@@ -75,7 +75,7 @@ def style(
             yref="container",
             bgcolor="rgba(0,0,0,0)",
             tracegroupgap=4,
-        ),  # fmt: skip
+        ),
         margin=dict(l=70, r=30, t=top, b=55),
         hoverlabel=dict(font=dict(size=12)),
         height=h,

@@ -37,7 +37,7 @@ def step_figure(view: dict | None = None) -> go.Figure:
                 hovertemplate=f"%{{y}}: %{{x}} {name}<extra></extra>",
             )
             for kind, name in (("decode", "decode tokens"), ("spec", "draft tokens"), ("prefill", "prefill tokens"))
-        ]  # fmt: skip
+        ]
     )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="tokens in this step", rangemode="tozero")
@@ -63,9 +63,15 @@ class StepPlayer:
             sched = chunk_schedule(trace, height=320)
             top = max(max(s.token_budget, s.num_scheduled_tokens) for s in trace.steps)
             sched.add_trace(
-                go.Scatter(x=[0, 0], y=[0, top * 1.05], mode="lines", name="current step",
-                           line=dict(color=OKABE_ITO["vermillion"], width=3), hoverinfo="skip")
-            )  # fmt: skip
+                go.Scatter(
+                    x=[0, 0],
+                    y=[0, top * 1.05],
+                    mode="lines",
+                    name="current step",
+                    line=dict(color=OKABE_ITO["vermillion"], width=3),
+                    hoverinfo="skip",
+                )
+            )
             self.schedule = go.FigureWidget(sched)
             self.step_fig = go.FigureWidget(step_figure(step_view(trace, 0)))
         self.blocks = None

@@ -28,9 +28,13 @@ class RecoveryExplorer:
     """``app.request.value = "req-3"; app.preempt.click(); app.step.click()``, then read ``app.state()``."""
 
     def __init__(
-        self, requests: list[Any] | None = None, num_gpu_blocks: int = 64, block_size: int = 16,
-        max_num_batched_tokens: int = 64, preset: str | None = DEFAULT_PRESET,
-    ) -> None:  # fmt: skip
+        self,
+        requests: list[Any] | None = None,
+        num_gpu_blocks: int = 64,
+        block_size: int = 16,
+        max_num_batched_tokens: int = 64,
+        preset: str | None = DEFAULT_PRESET,
+    ) -> None:
         self.requests = list(requests) if requests is not None else shared_prefix_workload()
         self.block_size = block_size
         self.budget = max_num_batched_tokens
@@ -64,9 +68,13 @@ class RecoveryExplorer:
         self.pending = sorted(self.requests, key=lambda r: r.arrival_time)
         try:
             config = EngineConfig.from_kwargs(
-                model="none", max_num_batched_tokens=self.budget, max_num_seqs=8, max_model_len=256,
-                num_gpu_blocks=self.num_blocks.value, block_size=self.block_size,
-            )  # fmt: skip
+                model="none",
+                max_num_batched_tokens=self.budget,
+                max_num_seqs=8,
+                max_model_len=256,
+                num_gpu_blocks=self.num_blocks.value,
+                block_size=self.block_size,
+            )
             self.engine = LLMEngine(config, model_runner=make_runner(config, self.preset), record_block_pool=True)
         except ValueError as e:
             self._show(f"Invalid setting: {e}", "error")
@@ -160,7 +168,7 @@ class RecoveryExplorer:
                     blocks_from_cache=ev.cached_blocks(self.block_size),
                     blocks_recomputed=ev.recomputed_blocks(self.block_size) if ev.resume_step is not None else [],
                     path=ev.path,
-                )  # fmt: skip
+                )
             )
         return {
             "message": self.note,
