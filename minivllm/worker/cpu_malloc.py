@@ -4,8 +4,9 @@ A 2,048-token prefill step of SmolLM2 allocates and frees about 3 GB of activati
 q/k/v, MLP and residual tensors, tens of MB each). glibc's ``malloc`` serves blocks that large with
 ``mmap`` and hands them back to the kernel on ``free``, so the next layer's tensor page-faults all
 its memory in again (the README's "Speed on a CPU" gives what that costs). vLLM's CPU guide fixes the
-same thing by preloading tcmalloc (``LD_PRELOAD``); minivllm sets glibc's own knobs instead (``mallopt``): blocks up to 64 MiB come from the heap, and up to 1 GiB of
-free heap is kept rather than trimmed. The process keeps its peak memory, as any server does.
+same thing by preloading tcmalloc (``LD_PRELOAD``); minivllm sets glibc's own knobs instead
+(``mallopt``): blocks up to 64 MiB come from the heap, and up to 1 GiB of free heap is kept rather
+than trimmed. The process keeps its peak memory, as any server does.
 
 Process-wide and set once, like ``torch.set_num_threads``; nothing to do on non-glibc systems.
 """
