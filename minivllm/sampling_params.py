@@ -118,8 +118,12 @@ class SamplingParams:
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
         if 0.0 < self.temperature < MIN_TEMPERATURE:
-            logger.warning("temperature %s is less than %s, which may cause numerical errors (nan or inf); "
-                           "raised to %s.", self.temperature, MIN_TEMPERATURE, MIN_TEMPERATURE)  # fmt: skip
+            logger.warning(
+                "temperature %s is less than %s, which may cause numerical errors (nan or inf); raised to %s.",
+                self.temperature,
+                MIN_TEMPERATURE,
+                MIN_TEMPERATURE,
+            )
             self.temperature = MIN_TEMPERATURE
         self.top_p = _as_float("top_p", self.top_p, "in (0, 1]")
         if not 0.0 < self.top_p <= 1.0:
