@@ -24,10 +24,10 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.exercises.ch11_5 import check_exercise_1, check_exercise_2
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def first_preemption(prompt_lens, max_tokens, num_gpu_blocks):
@@ -38,13 +38,9 @@ def first_preemption(prompt_lens, max_tokens, num_gpu_blocks):
     for i, (p, m) in enumerate(zip(prompt_lens, max_tokens)):
         ids = list(range(1000 * (i + 1), 1000 * (i + 1) + p))
         scheduler.add_request(Request(f"r{i}", ids, SamplingParams(max_tokens=m, ignore_eos=True)))
-    runner, step = FakeModelRunner(), 0
-    while scheduler.has_unfinished_requests():
-        out = scheduler.schedule()
-        scheduler.update_from_output(out, runner.execute_model(out))
+    for step, (out, _) in enumerate(run_steps(scheduler)):
         if out.preempted_req_ids:
             return step, min(out.preempted_req_ids)
-        step += 1
     return None
 
 

@@ -25,6 +25,7 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import step
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner
@@ -39,12 +40,10 @@ def mixed_step(scale=1):
                         long_prefill_token_threshold=1024 // scale),  # a chunk is at most 1024 tokens
         CacheConfig(block_size=16, num_gpu_blocks=512),
     )  # fmt: skip
-    runner = FakeModelRunner()
     params = SamplingParams(max_tokens=8, ignore_eos=True)
     s.add_request(Request("req_B", list(range(10_000, 10_000 + 300 // scale)), params))
     s.add_request(Request("req_A", list(range(20_000, 20_000 + 2048 // scale)), params))
-    out = s.schedule()  # step 0: B's whole prompt, A's first chunk
-    s.update_from_output(out, runner.execute_model(out))
+    step(s, FakeModelRunner())  # step 0: B's whole prompt, A's first chunk
     s.add_request(Request("req_C", list(range(30_000, 30_000 + 128 // scale)), params))
     return s, s.schedule()  # step 1: the mixed step
 

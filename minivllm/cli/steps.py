@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.output import SchedulerOutput
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.fake_runner import FakeModelRunner
 
 
 @dataclass
@@ -46,18 +46,17 @@ def run_step_table(
     scheduler: Scheduler, requests: list[Request], arrival_steps: dict[str, int] | None = None, max_steps: int = 200
 ) -> list[StepRow]:
     """Run ``requests`` (each added at its arrival step, default 0) and record every step."""
-    runner = FakeModelRunner()
     arrival_steps = arrival_steps or {}
-    pending = sorted(requests, key=lambda r: arrival_steps.get(r.request_id, 0))
+    arrivals = [(arrival_steps.get(r.request_id, 0), r) for r in requests]
     prompt_lens = {r.request_id: r.num_tokens for r in requests}
-    rows: list[StepRow] = []
-    while (pending or scheduler.has_unfinished_requests()) and len(rows) < max_steps:
-        while pending and arrival_steps.get(pending[0].request_id, 0) <= len(rows):
-            scheduler.add_request(pending.pop(0))
-        for r in scheduler.waiting:  # a resumed request recomputes its outputs too
+
+    def note_waiting() -> None:  # before each step: a resumed request recomputes its outputs too
+        for r in scheduler.waiting:
             prompt_lens[r.request_id] = r.num_tokens
-        out = scheduler.schedule()
-        result = scheduler.update_from_output(out, runner.execute_model(out))
+
+    note_waiting()
+    rows: list[StepRow] = []
+    for out, result in run_steps(scheduler, arrivals=arrivals, max_steps=max_steps):
         rows.append(
             StepRow(
                 step=len(rows),
@@ -70,6 +69,7 @@ def run_step_table(
                 finished=[o.request_id for o in result.outputs if o.finished],
             )
         )
+        note_waiting()  # the queue the next step starts from
     return rows
 
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def steps_until_first_token(prompt_len: int, budget: int, threshold: int = 0) -> int:
@@ -21,12 +21,7 @@ def steps_until_first_token(prompt_len: int, budget: int, threshold: int = 0) ->
         CacheConfig(block_size=16, num_gpu_blocks=300, enable_prefix_caching=False),
     )
     s.add_request(Request("r", list(range(prompt_len)), SamplingParams(max_tokens=1, ignore_eos=True)))
-    runner, steps = FakeModelRunner(), 0
-    while s.has_unfinished_requests():
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
-        steps += 1
-    return steps
+    return len(list(run_steps(s)))
 
 
 def check_exercise_1(student: Callable[[int, int], int]) -> None:

@@ -10,10 +10,10 @@ from minivllm.attention.metadata import build_attention_metadata
 from minivllm.attention.torch_backend import TorchAttentionBackend
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
-from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def engine_slot_mapping(num_computed: int, num_scheduled: int, block_table: list[int], block_size: int) -> list[int]:
@@ -66,13 +66,11 @@ def scheduler_steps(budget: int, prompt_lens: list[int], max_tokens: int = 6) ->
     )
     for i, n in enumerate(prompt_lens):
         s.add_request(Request(f"r{i}", [3 + (i + j) % 500 for j in range(n)], SamplingParams(max_tokens=max_tokens)))
-    runner, steps = FakeModelRunner(), []
-    while s.has_unfinished_requests():
-        out = s.schedule()
+    steps = []
+    for out, _ in run_steps(s):
         before = out.num_computed_tokens
         q = [out.num_scheduled_tokens[r] for r in out.req_ids]
         steps.append((q, [before[r] + n for r, n in zip(out.req_ids, q)]))
-        s.update_from_output(out, runner.execute_model(out))
     return steps
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -19,20 +20,14 @@ def _scheduler(num_gpu_blocks: int, block_size: int) -> Scheduler:
     )
 
 
-def _run_until_done(s: Scheduler, runner: FakeModelRunner) -> None:
-    while s.has_unfinished_requests():
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
-
-
 def engine_hit_tokens(prompt_len: int, shared_len: int, block_size: int) -> int:
     """What the engine does: request A (``prompt_len`` tokens) runs and finishes; then B, which shares
     A's first ``shared_len`` tokens and differs after them, is admitted. How many of B's tokens hit?"""
-    s, runner = _scheduler(200, block_size), FakeModelRunner()
+    s = _scheduler(200, block_size)
     a = [3 + i for i in range(prompt_len)]
     b = a[:shared_len] + [5000 + i for i in range(prompt_len - shared_len)]
     s.add_request(Request("A", a, SamplingParams(max_tokens=1)))
-    _run_until_done(s, runner)
+    list(run_steps(s))  # A runs to the end
     s.add_request(Request("B", b, SamplingParams(max_tokens=1)))
     out = s.schedule()
     return out.scheduled_new_reqs[0].num_computed_tokens

@@ -7,6 +7,7 @@ from functools import cache, lru_cache
 
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
@@ -32,16 +33,16 @@ def prefill_steps(prompt_len: int, budget: int, num_decoding: int) -> int:
     ]
     for chat in chats:
         scheduler.add_request(chat)
-    while any(c.num_output_tokens == 0 for c in chats):  # until every chat is decoding
-        out = scheduler.schedule()
-        scheduler.update_from_output(out, runner.execute_model(out))
+    for _ in run_steps(scheduler, runner):
+        if all(c.num_output_tokens > 0 for c in chats):  # until every chat is decoding
+            break
     long = Request("long", [7] * prompt_len, SamplingParams(max_tokens=1, ignore_eos=True))
     scheduler.add_request(long)
     steps = 0
-    while long.num_output_tokens == 0:
-        out = scheduler.schedule()
+    for out, _ in run_steps(scheduler, runner):
         steps += out.num_scheduled_tokens.get("long", 0) > 0
-        scheduler.update_from_output(out, runner.execute_model(out))
+        if long.num_output_tokens > 0:
+            break
     return steps
 
 

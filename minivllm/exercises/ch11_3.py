@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.exercises.common import check_cases
 from minivllm.metrics.trace import EngineTrace
@@ -23,12 +24,7 @@ def budget_schedule(prompt_lens: Sequence[int], budget: int) -> list[dict[int, i
     )
     for i, n in enumerate(prompt_lens):
         scheduler.add_request(Request(str(i), [100 + i] * n, SamplingParams(max_tokens=1, ignore_eos=True)))
-    runner, steps = FakeModelRunner(), []
-    while scheduler.has_unfinished_requests():
-        out = scheduler.schedule()
-        steps.append({int(r): n for r, n in out.num_scheduled_tokens.items()})
-        scheduler.update_from_output(out, runner.execute_model(out))
-    return steps
+    return [{int(r): n for r, n in out.num_scheduled_tokens.items()} for out, _ in run_steps(scheduler)]
 
 
 def check_exercise_1(student: Callable[[Sequence[int], int], list[dict[int, int]]]) -> None:

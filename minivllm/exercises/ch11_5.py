@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps, step
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -30,13 +31,9 @@ def first_preemption(prompt_lens: list[int], max_tokens: list[int], num_gpu_bloc
     s = _scheduler(num_gpu_blocks, 16)
     for i, (p, m) in enumerate(zip(prompt_lens, max_tokens)):
         s.add_request(_request(i, p, m))
-    runner, step = FakeModelRunner(), 0
-    while s.has_unfinished_requests():
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
+    for i, (out, _) in enumerate(run_steps(s)):
         if out.preempted_req_ids:
-            return step, sorted(out.preempted_req_ids)[0]
-        step += 1
+            return i, sorted(out.preempted_req_ids)[0]
     return None
 
 
@@ -48,8 +45,7 @@ def resume_split(prompt_len: int, steps_before: int, block_size: int) -> tuple[i
     s.add_request(request)
     runner = FakeModelRunner()
     for _ in range(steps_before):
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
+        step(s, runner)
     s.preempt_request(request.request_id)
     out = s.schedule()
     (resumed,) = [r for r in out.scheduled_cached_reqs if r.resumed_from_preemption]

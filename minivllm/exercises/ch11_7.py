@@ -7,6 +7,7 @@ from functools import cache
 
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -27,15 +28,15 @@ def steps_to_first_token(prompt_len: int, num_decodes: int, budget: int) -> int:
     s, runner = _scheduler(budget), FakeModelRunner()
     for i in range(num_decodes):
         s.add_request(Request(f"chat{i}", [100 + i, 200 + i, 300 + i], SamplingParams(max_tokens=10_000)))
-    while any(r.num_output_tokens == 0 for r in s.requests.values()):  # the chats' prompts; then they decode
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
+    for _ in run_steps(s, runner):
+        if all(r.num_output_tokens > 0 for r in s.requests.values()):  # the chats' prompts; then they decode
+            break
     s.add_request(Request("long", list(range(10_000, 10_000 + prompt_len)), SamplingParams(max_tokens=1)))
     steps = 0
-    while "long" in s.requests:
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
+    for _ in run_steps(s, runner):
         steps += 1
+        if "long" not in s.requests:
+            break
     return steps
 
 

@@ -10,16 +10,11 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps, step
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner
-
-
-def _step(scheduler: Scheduler, runner: FakeModelRunner):
-    out = scheduler.schedule()
-    scheduler.update_from_output(out, runner.execute_model(out))
-    return out
 
 
 def tokens_billed(prompt_len: int, shared_len: int, block_size: int) -> int:
@@ -33,11 +28,11 @@ def tokens_billed(prompt_len: int, shared_len: int, block_size: int) -> int:
     runner = FakeModelRunner()
     shared = list(range(100, 100 + shared_len))
     s.add_request(Request("first", shared + [1], SamplingParams(max_tokens=1, ignore_eos=True)))
-    while s.has_unfinished_requests():
-        _step(s, runner)
+    list(run_steps(s, runner))  # the first request runs to the end
     tail = list(range(20000, 20000 + prompt_len - shared_len))
     s.add_request(Request("second", shared + tail, SamplingParams(max_tokens=1, ignore_eos=True)))
-    return _step(s, runner).num_scheduled_tokens.get("second", 0)
+    out, _ = step(s, runner)
+    return out.num_scheduled_tokens.get("second", 0)
 
 
 def check_exercise_1(student: Callable[[int, int, int], int]) -> None:
@@ -55,9 +50,10 @@ def chunk_beside_drafts(budget: int, num_decodes: int, num_drafts: int) -> int:
     runner = FakeModelRunner(num_spec_tokens=num_drafts)  # proposes num_drafts drafts after every sample
     for i in range(num_decodes):
         s.add_request(Request(f"chat{i}", list(range(10 * i + 3, 10 * i + 7)), SamplingParams(max_tokens=200)))
-    _step(s, runner)  # the chats' 4-token prompts: each samples a token and gets its drafts
+    step(s, runner)  # the chats' 4-token prompts: each samples a token and gets its drafts
     s.add_request(Request("long", list(range(5000, 8000)), SamplingParams(max_tokens=1)))
-    return _step(s, runner).num_scheduled_tokens.get("long", 0)
+    out, _ = step(s, runner)
+    return out.num_scheduled_tokens.get("long", 0)
 
 
 def check_exercise_2(student: Callable[[int, int, int], int]) -> None:
@@ -79,8 +75,9 @@ def priority_victim(running: list[tuple[str, int, float]]) -> str:
         length = 16 if req_id == order[0][0] else 8  # only the first in line will need a second block
         s.add_request(Request(req_id, list(range(100 * i + 3, 100 * i + 3 + length)), SamplingParams(max_tokens=50),
                               arrival_time=arrival, priority=priority))  # fmt: skip
-    _step(s, runner)  # everyone is admitted and fills one block: the pool is full
-    preempted = sorted(_step(s, runner).preempted_req_ids)
+    step(s, runner)  # everyone is admitted and fills one block: the pool is full
+    out, _ = step(s, runner)
+    preempted = sorted(out.preempted_req_ids)
     return preempted[0] if preempted else ""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.core.testing import run_steps, step
 from minivllm.exercises.common import check_cases
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -56,13 +57,7 @@ def kv_tokens_read(prompt_len: int, chunk: int) -> int:
         CacheConfig(block_size=16, num_gpu_blocks=600, enable_prefix_caching=False),
     )
     s.add_request(Request("doc", list(range(3, 3 + prompt_len)), SamplingParams(max_tokens=1, ignore_eos=True)))
-    runner, total = FakeModelRunner(), 0
-    while s.has_unfinished_requests():
-        out = s.schedule()
-        computed = out.num_computed_tokens
-        total += computed["doc"]
-        s.update_from_output(out, runner.execute_model(out))
-    return total
+    return sum(out.num_computed_tokens["doc"] for out, _ in run_steps(s))
 
 
 def check_exercise_2(student: Callable[[int, int], int]) -> None:
@@ -80,8 +75,7 @@ def preemption_case(prompt_len: int, budget: int, steps: int) -> tuple[int, int,
     s.add_request(Request("r", list(range(3, 3 + prompt_len)), SamplingParams(max_tokens=100, ignore_eos=True)))
     runner = FakeModelRunner()
     for _ in range(steps):
-        out = s.schedule()
-        s.update_from_output(out, runner.execute_model(out))
+        step(s, runner)
     request = s.requests["r"]
     before = (request.num_tokens, request.num_computed_tokens)
     s.preempt_request("r")

@@ -148,7 +148,7 @@ def test_compiling_after_the_interpreter_fails_with_a_clear_error(tmp_path):
     script = (
         "import os, torch\n"
         "os.environ['TRITON_INTERPRET'] = '1'\n"
-        "from tests.attention.conftest import make_case\n"
+        "from tests.helpers.attention import make_case\n"
         "from minivllm.attention import get_attn_backend\n"
         "from minivllm.attention.triton_backend import _kernels, interpreter_patched_language\n"
         "assert not interpreter_patched_language()\n"
@@ -209,7 +209,7 @@ def test_subprocess_interpreter_run():
     else:
         script = (
             "import torch\n"
-            "from tests.attention.conftest import make_case\n"
+            "from tests.helpers.attention import make_case\n"
             "from minivllm.attention import get_attn_backend\n"
             "case = make_case([(17, 1), (0, 9), (3, 6)], 16, (9, 3), seed=12, pad=1)\n"
             "out, _ = case.run(get_attn_backend('triton', 'cpu', torch.float32, 16, 64))\n"

@@ -26,11 +26,9 @@ import httpx
 import pytest
 
 from minivllm.metrics.summary import percentile
+from tests.helpers.server import wait_idle
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO / "tests" / "entrypoints") not in sys.path:  # server_helpers.py lives with the server's tests
-    sys.path.insert(0, str(REPO / "tests" / "entrypoints"))
-from server_helpers import wait_idle  # noqa: E402
 
 
 def free_port() -> int:
@@ -74,6 +72,7 @@ def test_cli_rejects_bad_flags():
     assert args.enable_chunked_prefill is False and args.port == 8000 and args.host == "127.0.0.1"
 
 
+@pytest.mark.slow  # starts a server process
 def test_bench_client_agrees_with_server_trace(cli_server, tmp_path, capsys):
     from minivllm.benchmarks import serve as bench_serve
 

@@ -9,7 +9,6 @@ block whose KV the failed step did not write.
 from __future__ import annotations
 
 import pytest
-from tiny_engine import make_engine
 
 from minivllm import LLM, SamplingParams
 from minivllm.config import EngineConfig
@@ -17,6 +16,7 @@ from minivllm.core.rollback import RequestError
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.worker import model_runner as model_runner_module
 from minivllm.worker.fake_runner import FakeModelRunner
+from tests.helpers.tiny_engine import make_engine
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
 SHARED = list(range(3, 40))  # 37 tokens: two full blocks of 16 shared by every prompt

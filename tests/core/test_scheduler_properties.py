@@ -12,13 +12,13 @@ from collections import Counter
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from sched_helpers import make_scheduler
-from test_scheduler_rules import SlowGrammar
 
 from minivllm.core.kv_cache_manager import cdiv
+from minivllm.core.testing import make_scheduler
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner
+from tests.helpers.grammar import SlowGrammar
 
 PREFIXES = [list(range(100, 164)), list(range(200, 240)), []]
 

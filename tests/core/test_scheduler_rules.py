@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import make_request, make_scheduler, run_table, step
 
+from minivllm.core.testing import make_request, make_scheduler, run_table, step
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner
+from tests.helpers.grammar import SlowGrammar
 
 
 def state(s):
@@ -83,23 +84,6 @@ def test_finish_requests_needs_a_finished_status():
     with pytest.raises(ValueError, match="FINISHED_"):
         s.finish_requests("x", RequestStatus.RUNNING)
     s.finish_requests("unknown", RequestStatus.FINISHED_ABORTED)  # ignored, like vLLM
-
-
-class SlowGrammar:
-    error = None
-
-    def __init__(self, ready_after: int) -> None:
-        self.calls, self.ready_after = 0, ready_after
-
-    def is_ready(self) -> bool:
-        self.calls += 1
-        return self.calls > self.ready_after
-
-    def allowed_token_ids(self) -> list[int]:
-        return [1, 2, 3]
-
-    def accept_token(self, token_id: int) -> None:
-        pass
 
 
 def test_waiting_for_fsm_is_passed_over_until_its_grammar_is_ready():

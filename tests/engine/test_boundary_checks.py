@@ -4,12 +4,12 @@ that cannot be allocated, ``LLM.generate([])``. Each used to fail later, inside 
 from __future__ import annotations
 
 import pytest
-from tiny_engine import make_engine
 
 from minivllm import LLM, SamplingParams
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.worker.model_runner import ModelRunner
+from tests.helpers.tiny_engine import make_engine
 
 
 def run(engine: LLMEngine) -> None:

@@ -9,13 +9,13 @@ tokens are batched and where their K/V live, never what is computed.
 from __future__ import annotations
 
 import pytest
-from hf_reference import hf_greedy, make_prompts
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.model.loader import load_model
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
+from tests.helpers.hf_reference import hf_greedy, make_prompts
 
 NEW_TOKENS = 12
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tiny_engine import make_engine
 
 from minivllm import LLM, SamplingParams
 from minivllm.engine.llm_engine import LLMEngine
+from tests.helpers.tiny_engine import make_engine
 
 
 def free_blocks(engine: LLMEngine) -> int:

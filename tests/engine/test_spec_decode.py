@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hf_reference import hf_greedy
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
@@ -14,6 +13,7 @@ from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer, find_first
 from minivllm.worker.model_runner import ModelRunner
+from tests.helpers.hf_reference import hf_greedy
 
 
 def test_ngram_proposer_longest_match_first():

@@ -12,12 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from server_helpers import running_server  # noqa: E402
-from test_demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # for tests.helpers
+
+from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE  # noqa: E402
+from tests.helpers.server import running_server  # noqa: E402
 
 
 def main() -> None:

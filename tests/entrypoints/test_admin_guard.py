@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from server_helpers import running_server
+
+from tests.helpers.server import running_server
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "64", "--max-num-batched-tokens", "64", "--max-num-seqs", "8")
 

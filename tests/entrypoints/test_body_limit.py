@@ -8,7 +8,8 @@ import time
 
 import httpx
 import pytest
-from server_helpers import running_server, stream, wait_idle
+
+from tests.helpers.server import running_server, stream, wait_idle
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "64", "--max-num-batched-tokens", "64", "--max-num-seqs", "8")
 

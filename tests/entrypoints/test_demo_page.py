@@ -9,20 +9,20 @@ assets/server/demo.png (the committed one comes from tests/entrypoints/demo_scre
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import httpx
 import pytest
-from server_helpers import running_server, wait_idle
+
+from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE
+from tests.helpers.server import running_server, wait_idle
 
 pytest.importorskip("playwright")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]  # fmt: skip
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)")
+pytestmark = [
+    pytest.mark.slow,  # a browser and a server
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)"),
+]
 ASSET = Path(__file__).resolve().parents[2] / "assets" / "server" / "demo.png"
-RAG_DONE = "() => { const s = window.demo.streams.find((x) => x.kind === 'rag'); return s.tokens == 16 && !s.running; }"
 
 
 def points(page) -> int:

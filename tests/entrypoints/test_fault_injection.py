@@ -19,9 +19,9 @@ import time
 
 import httpx
 import pytest
-from server_helpers import running_server, stream, wait_idle
 
 from minivllm.core.rollback import RequestError
+from tests.helpers.server import running_server, stream, wait_idle
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "40", "--max-num-batched-tokens", "48", "--max-num-seqs", "8")
 GOOD = [("the cat sat on the mat", 24), ("hello world, the dog", 40), ("the dog ran far and the cat", 16),

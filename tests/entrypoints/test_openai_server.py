@@ -8,10 +8,10 @@ import asyncio
 
 import httpx
 import pytest
-from server_helpers import running_server, stream, trace_of, wait_idle
 
 from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE
 from minivllm.sampling_params import SamplingParams
+from tests.helpers.server import running_server, stream, trace_of, wait_idle
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "64", "--max-num-seqs", "16")
 PROMPTS = ["the cat sat on the mat", "hello world, the dog", "the dog ran far and the cat", "world"]

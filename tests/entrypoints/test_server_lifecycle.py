@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import httpx
-from server_helpers import running_server
+import pytest
+
+from tests.helpers.server import running_server
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "64", "--max-num-batched-tokens", "64", "--max-num-seqs", "1")
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +62,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a server process
 def test_sigterm_stops_the_server_within_seconds_with_streams_open(tiny_qwen2):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -8,9 +8,9 @@ import asyncio
 
 import httpx
 import pytest
-from server_helpers import running_server, stream, wait_idle
 
 from minivllm.sampling_params import SamplingParams
+from tests.helpers.server import running_server, stream, wait_idle
 
 KW = {"max_model_len": 1024, "num_gpu_blocks": 96, "max_num_batched_tokens": 256}
 QUESTIONS = ["What is the capital of France?"]

@@ -11,7 +11,10 @@ import importlib.util
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = [
+    pytest.mark.slow,  # SmolLM2 (or a model of its shapes) on the GPU
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +31,12 @@ def cuda_model_folder(tmp_path_factory):
 @pytest.mark.parametrize("backend", ["triton", "torch"])
 @pytest.mark.parametrize("budget", [32, 256])
 def test_cuda_greedy_equals_hf(cuda_model_folder, backend, budget):
-    from hf_reference import hf_greedy_on, make_prompts
-
     from minivllm.config import EngineConfig
     from minivllm.engine.llm_engine import LLMEngine
     from minivllm.model.loader import load_model
     from minivllm.sampling_params import SamplingParams
     from minivllm.worker.model_runner import ModelRunner
+    from tests.helpers.hf_reference import hf_greedy_on, make_prompts
 
     loaded = load_model(cuda_model_folder, "float32", "cuda")
     prompts = make_prompts(loaded.arch.vocab_size, [7, 90, 300, 33], shared=64)

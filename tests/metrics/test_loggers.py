@@ -4,7 +4,6 @@ and rendering it reads no trace at all."""
 from __future__ import annotations
 
 import pytest
-from test_prometheus import parse, value
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
@@ -13,6 +12,7 @@ from minivllm.metrics.prometheus import prometheus_text
 from minivllm.sampling_params import SamplingParams
 from minivllm.sim.clock import VirtualClock
 from minivllm.worker.fake_runner import FakeModelRunner
+from tests.helpers.prometheus import parse, value
 
 TICK = 1 / 64  # dyadic times: every sum is exact whatever the order, so the pages agree to the last digit
 GAUGES = ("vllm:num_requests_running{", "vllm:num_requests_waiting{", "vllm:gpu_cache_usage_perc{",

@@ -68,7 +68,9 @@ def prompts_for(vocab: int, lengths: list[int], seed: int = 0) -> list[list[int]
     return [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
-@pytest.fixture(scope="module", params=["tiny_qwen2", "tiny_llama", "tiny_mistral", "smollm2"])
+@pytest.fixture(
+    scope="module", params=["tiny_qwen2", "tiny_llama", "tiny_mistral", pytest.param("smollm2", marks=pytest.mark.slow)]
+)
 def case(request: pytest.FixtureRequest):
     """(loaded model, prompts, block size, HF reference logits per prompt)."""
     if request.param == "smollm2":

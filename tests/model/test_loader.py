@@ -12,6 +12,7 @@ from minivllm.model import loader
 from minivllm.model.loader import CACHE_MARKER, load_model, smollm2_folder
 
 
+@pytest.mark.slow
 def test_smollm2_arch_and_eos(smollm2) -> None:
     a = smollm2.arch
     assert a.architecture == "LlamaForCausalLM"
@@ -22,6 +23,7 @@ def test_smollm2_arch_and_eos(smollm2) -> None:
     assert smollm2.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
 
 
+@pytest.mark.slow
 def test_smollm2_cache_files(smollm2) -> None:
     folder = smollm2.hf_folder
     assert folder == smollm2_folder()
@@ -32,6 +34,7 @@ def test_smollm2_cache_files(smollm2) -> None:
         assert "quantization_config" not in json.load(f)  # a plain fp32 HF folder, no GGUF left in it
 
 
+@pytest.mark.slow
 def test_cached_load_never_touches_gguf(smollm2, monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the GGUF was read although the cache exists")
@@ -43,6 +46,7 @@ def test_cached_load_never_touches_gguf(smollm2, monkeypatch: pytest.MonkeyPatch
     assert torch.equal(again.model.embed_tokens.weight, smollm2.model.embed_tokens.weight)
 
 
+@pytest.mark.slow
 def test_chat_template_round_trip(smollm2) -> None:
     tok = smollm2.tokenizer
     messages = [{"role": "user", "content": "What is paged attention?"}]

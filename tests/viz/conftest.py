@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from viz_helpers import SCENE, make_engine, requests
 
 from minivllm.metrics.trace import EngineTrace, RequestRecord, StepRecord
+from tests.helpers.viz import SCENE, make_engine, requests
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ def drawn(png: Path) -> tuple[int, float]:
     return colours, inked
 
 
+@pytest.mark.slow  # a browser
 def test_every_figure_renders_in_headless_chromium(tmp_path):
     if find_chromium() is None:
         pytest.skip("no chromium binary found (apt-get install chromium, or set $CHROMIUM): browser test not run")

@@ -6,13 +6,13 @@ import math
 
 import pytest
 from numpy.testing import assert_allclose
-from viz_helpers import make_engine, requests
 
 from minivllm.metrics.trace import EngineTrace
 from minivllm.viz import figures as F
 from minivllm.viz.figures.blocks import CATEGORIES, category
 from minivllm.viz.figures.gantt import BARS, LABELS, median_step
 from minivllm.viz.figures.theme import OKABE_ITO
+from tests.helpers.viz import make_engine, requests
 
 
 def bars(fig, name):

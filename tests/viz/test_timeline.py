@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from viz_helpers import make_engine, requests
-
 from minivllm.viz.figures.timeline import recovery_events, request_order, request_segments
+from tests.helpers.viz import make_engine, requests
 
 
 def test_segments_of_a_hand_built_trace(hand_trace):

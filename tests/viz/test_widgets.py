@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from viz_helpers import make_engine, requests
 
 from minivllm.metrics.trace import EngineTrace
 from minivllm.sim.run import TOY_COST_MODEL, make_runner, simulate
 from minivllm.viz.widgets.explorer import ConfigExplorer
 from minivllm.viz.widgets.player import StepPlayer
 from minivllm.viz.widgets.recovery_app import RecoveryExplorer
+from tests.helpers.viz import make_engine, requests
 
 SMALL = [("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("long", 300, 3, 0.01)]
 
