@@ -43,12 +43,14 @@ def test_executed_small_and_without_widget_state(path):
     assert path.stat().st_size < 1_500_000
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if "solutions" not in p.name and "instructor" not in p.name],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if "solutions" not in p.name and "instructor" not in p.name], ids=lambda p: p.name
+)
 def test_book_headings_summary_and_exercises(path):
     nb = nbformat.read(path, as_version=4)
-    headings = [line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines()
-                if line.startswith("#")]
+    headings = [
+        line for c in nb.cells if c.cell_type == "markdown" for line in c.source.splitlines() if line.startswith("#")
+    ]
     numbered = [h for h in headings if re.match(r"#+ \d+\.\d+", h)]
     assert numbered and all(" · " in h and CJK.search(h) for h in numbered), numbered
     assert any("Summary" in h for h in headings) and any("Exercises" in h for h in headings)

@@ -43,10 +43,14 @@ from minivllm.sampling_params import MAX_GUIDED_CHOICE_BYTES, MAX_GUIDED_CHOICES
         (dict(guided_choice=["yes", ""]), "guided_choice entries must be non-empty strings, got '' at index 1"),
         (dict(guided_choice=["yes", 3]), "guided_choice entries must be non-empty strings, got 3 at index 1"),
         (dict(guided_choice=["\ud800"]), "guided_choice entry 0 is not valid Unicode"),
-        (dict(guided_choice=[str(i) for i in range(MAX_GUIDED_CHOICES + 1)]),
-         "guided_choice must have at most 1024 choices, got 1025"),
-        (dict(guided_choice=["x" * 40_000, "y" * 40_000]),
-         r"guided_choice must hold at most 65536 bytes \(64 KiB\) of UTF-8 text in all, got 80000"),
+        (
+            dict(guided_choice=[str(i) for i in range(MAX_GUIDED_CHOICES + 1)]),
+            "guided_choice must have at most 1024 choices, got 1025",
+        ),
+        (
+            dict(guided_choice=["x" * 40_000, "y" * 40_000]),
+            r"guided_choice must hold at most 65536 bytes \(64 KiB\) of UTF-8 text in all, got 80000",
+        ),
     ],
 )
 def test_bad_values_are_refused_naming_the_field_first(kwargs, message):

@@ -21,8 +21,11 @@ def _scheduler(num_gpu_blocks: int, block_size: int, budget: int = 256) -> Sched
 
 
 def _request(i: int, prompt_len: int, max_tokens: int) -> Request:
-    return Request(f"r{i}", list(range(1000 * (i + 1), 1000 * (i + 1) + prompt_len)),
-                   SamplingParams(max_tokens=max_tokens, ignore_eos=True))  # fmt: skip
+    return Request(
+        f"r{i}",
+        list(range(1000 * (i + 1), 1000 * (i + 1) + prompt_len)),
+        SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+    )
 
 
 def first_preemption(prompt_lens: list[int], max_tokens: list[int], num_gpu_blocks: int) -> tuple[int, str] | None:

@@ -16,10 +16,11 @@ from minivllm.worker.fake_runner import FakeModelRunner
 
 def _scheduler(budget: int, threshold: int = 0) -> Scheduler:
     return Scheduler(
-        SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=64, max_model_len=8192,
-                        long_prefill_token_threshold=threshold),
+        SchedulerConfig(
+            max_num_batched_tokens=budget, max_num_seqs=64, max_model_len=8192, long_prefill_token_threshold=threshold
+        ),
         CacheConfig(block_size=16, num_gpu_blocks=2000),
-    )  # fmt: skip
+    )
 
 
 def steps_to_first_token(prompt_len: int, num_decodes: int, budget: int) -> int:

@@ -73,8 +73,15 @@ def priority_victim(running: list[tuple[str, int, float]]) -> str:
     runner = FakeModelRunner()
     for i, (req_id, priority, arrival) in enumerate(running):
         length = 16 if req_id == order[0][0] else 8  # only the first in line will need a second block
-        s.add_request(Request(req_id, list(range(100 * i + 3, 100 * i + 3 + length)), SamplingParams(max_tokens=50),
-                              arrival_time=arrival, priority=priority))  # fmt: skip
+        s.add_request(
+            Request(
+                req_id,
+                list(range(100 * i + 3, 100 * i + 3 + length)),
+                SamplingParams(max_tokens=50),
+                arrival_time=arrival,
+                priority=priority,
+            )
+        )
     step(s, runner)  # everyone is admitted and fills one block: the pool is full
     out, _ = step(s, runner)
     preempted = sorted(out.preempted_req_ids)

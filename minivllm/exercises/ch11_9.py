@@ -43,8 +43,10 @@ def check_exercise_1(student: Callable[[float, list[float]], tuple[float, float 
             print(f"Exercise 1: not yet — {type(e).__name__}: {e}")
             return
         if not (_same(ttft_got, rec.ttft) and _same(tpot_got, tpot)):
-            print(f"Exercise 1: not yet — request {rec.request_id} (arrival {rec.arrival_time:.4f} s, "
-                  f"{rec.num_output_tokens} tokens): expected ({rec.ttft!r}, {tpot!r}), got {got!r}")  # fmt: skip
+            print(
+                f"Exercise 1: not yet — request {rec.request_id} (arrival {rec.arrival_time:.4f} s, "
+                f"{rec.num_output_tokens} tokens): expected ({rec.ttft!r}, {tpot!r}), got {got!r}"
+            )
             return
     print("Exercise 1: correct!")
 

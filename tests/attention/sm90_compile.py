@@ -33,8 +33,17 @@ def compile_sm90(dtype: str, group: int, head_dim: int) -> dict[str, int]:
         raise SystemExit(3)  # the test skips on this code
     attn, write = _kernels()
     rows = _pow2(group, 16)
-    attn_consts = dict(GROUP=group, QB=rows // group, ROWS=rows, HEAD_DIM=head_dim, PAGE=16, TILE=32,
-                       D_PAD=_pow2(head_dim, 16), FP32_DOT=dtype == "fp32", UPCAST=False)  # fmt: skip
+    attn_consts = dict(
+        GROUP=group,
+        QB=rows // group,
+        ROWS=rows,
+        HEAD_DIM=head_dim,
+        PAGE=16,
+        TILE=32,
+        D_PAD=_pow2(head_dim, 16),
+        FP32_DOT=dtype == "fp32",
+        UPCAST=False,
+    )
     write_consts = dict(NUM_KV_HEADS=3, HEAD_DIM=head_dim, H_PAD=4, D_PAD=_pow2(head_dim), PAGE=16)
     attn_types = [f"*{dtype}"] * 4 + ["*i32"] * 3 + ["fp32"] + ["i32"] * 9
     write_types = [f"*{dtype}"] * 4 + ["*i64"] + ["i32"] * 7

@@ -72,26 +72,42 @@ def test_extra_blocks_allowed_and_block_size_1():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (dict(num_computed_tokens=[0, 4], num_scheduled_tokens=[3, 2], block_ids=[[1], [2]]),
-         "request 1: block table does not cover seq_len 6 with block_size 4: needs 2 blocks, given 1"),
-        (dict(num_computed_tokens=[0], num_scheduled_tokens=[3, 2], block_ids=[[1], [2]]),
-         "per-request lists differ in length"),
-        (dict(num_computed_tokens=[0], num_scheduled_tokens=[0], block_ids=[[1]]),
-         "request 0: num_scheduled_tokens must be >= 1"),
-        (dict(num_computed_tokens=[-1], num_scheduled_tokens=[1], block_ids=[[1]]),
-         "request 0: num_computed_tokens must be >= 0"),
+        (
+            dict(num_computed_tokens=[0, 4], num_scheduled_tokens=[3, 2], block_ids=[[1], [2]]),
+            "request 1: block table does not cover seq_len 6 with block_size 4: needs 2 blocks, given 1",
+        ),
+        (
+            dict(num_computed_tokens=[0], num_scheduled_tokens=[3, 2], block_ids=[[1], [2]]),
+            "per-request lists differ in length",
+        ),
+        (
+            dict(num_computed_tokens=[0], num_scheduled_tokens=[0], block_ids=[[1]]),
+            "request 0: num_scheduled_tokens must be >= 1",
+        ),
+        (
+            dict(num_computed_tokens=[-1], num_scheduled_tokens=[1], block_ids=[[1]]),
+            "request 0: num_computed_tokens must be >= 0",
+        ),
         (dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[-1]]), "negative block id"),
         (dict(num_computed_tokens=[], num_scheduled_tokens=[], block_ids=[]), "empty batch"),
-        (dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], num_spec_tokens=[2]),
-         "request 0: num_spec_tokens must be in [0, num_scheduled_tokens)"),
-        (dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], num_spec_tokens=[0, 1]),
-         "num_spec_tokens has 2 entries for 1 requests"),
-        (dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], pad_to=1),
-         "pad_to=1 is smaller than the 2 scheduled tokens"),
-        (dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], block_size=0),
-         "block_size must be >= 1"),
+        (
+            dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], num_spec_tokens=[2]),
+            "request 0: num_spec_tokens must be in [0, num_scheduled_tokens)",
+        ),
+        (
+            dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], num_spec_tokens=[0, 1]),
+            "num_spec_tokens has 2 entries for 1 requests",
+        ),
+        (
+            dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], pad_to=1),
+            "pad_to=1 is smaller than the 2 scheduled tokens",
+        ),
+        (
+            dict(num_computed_tokens=[0], num_scheduled_tokens=[2], block_ids=[[1]], block_size=0),
+            "block_size must be >= 1",
+        ),
     ],
-)  # fmt: skip
+)
 def test_validation_errors(kwargs, message):
     kwargs = {"block_size": 4, **kwargs}
     with pytest.raises(ValueError) as err:

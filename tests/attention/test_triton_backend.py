@@ -131,8 +131,9 @@ def test_kernels_compile_for_hopper_without_gpu(tmp_path, dtype, group, head_dim
 
     In a fresh process with an empty cache, so it compiles for real whatever ran before it in this one
     (the interpreter leaves triton.language patched) and whatever an earlier run left in ~/.triton."""
-    res = _fresh_process([sys.executable, str(ROOT / "tests/attention/sm90_compile.py"), dtype, str(group),
-                          str(head_dim)], tmp_path)  # fmt: skip
+    res = _fresh_process(
+        [sys.executable, str(ROOT / "tests/attention/sm90_compile.py"), dtype, str(group), str(head_dim)], tmp_path
+    )
     if res.returncode == NO_NVIDIA_BACKEND:
         pytest.skip(res.stderr.strip().splitlines()[-1])
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

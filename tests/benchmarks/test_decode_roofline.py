@@ -9,8 +9,25 @@ from minivllm.benchmarks.decode_roofline import main
 def test_every_batch_gets_a_row(tiny_qwen2, capsys):
     # 128 prompts of 200 tokens: 13 prefill steps under the 2,048-token budget, during which the first
     # requests already decode.
-    main(["--model", tiny_qwen2, "--device", "cpu", "--dtype", "float32", "--context", "200", "--steps", "3",
-          "--batches", "1", "128", "--bandwidth-gbs", "10"])  # fmt: skip
+    main(
+        [
+            "--model",
+            tiny_qwen2,
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--context",
+            "200",
+            "--steps",
+            "3",
+            "--batches",
+            "1",
+            "128",
+            "--bandwidth-gbs",
+            "10",
+        ]
+    )
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[0] for r in rows] == ["1", "128"]
     assert all(float(r[1]) > 0 and float(r[2]) > 0 for r in rows)

@@ -40,9 +40,26 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def cli_server(tiny_qwen2):
     port = free_port()
-    cmd = [sys.executable, "-m", "minivllm", "serve", "--model", tiny_qwen2, "--port", str(port),
-           "--max-model-len", "256", "--num-gpu-blocks", "256", "--max-num-batched-tokens", "128",
-           "--max-num-seqs", "16", "--log-level", "warning"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "minivllm",
+        "serve",
+        "--model",
+        tiny_qwen2,
+        "--port",
+        str(port),
+        "--max-model-len",
+        "256",
+        "--num-gpu-blocks",
+        "256",
+        "--max-num-batched-tokens",
+        "128",
+        "--max-num-seqs",
+        "16",
+        "--log-level",
+        "warning",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -77,9 +94,24 @@ def test_bench_client_agrees_with_server_trace(cli_server, tmp_path, capsys):
     from minivllm.benchmarks import serve as bench_serve
 
     out = tmp_path / "serve.json"
-    argv = ["--base-url", cli_server, "--workload", "uniform", "--num-prompts", "12", "--request-rate", "30",
-            "--vocab-size", "320", "--seed", "1", "--save-detailed", "--output-json", str(out),
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "--base-url",
+        cli_server,
+        "--workload",
+        "uniform",
+        "--num-prompts",
+        "12",
+        "--request-rate",
+        "30",
+        "--vocab-size",
+        "320",
+        "--seed",
+        "1",
+        "--save-detailed",
+        "--output-json",
+        str(out),
+        "--no-progress",
+    ]
     bench_serve.main(argv)
     printed = capsys.readouterr().out
     assert "TTFT p50 ms" in printed and "ITL" in printed
@@ -110,7 +142,9 @@ def test_bench_client_agrees_with_server_trace(cli_server, tmp_path, capsys):
     assert percentile(diffs, 50) < 0.005
     assert abs(percentile(itl_client, 50) - percentile(itl_server, 50)) < 0.005
     ms = lambda x: f"{x * 1e3:.2f} ms"  # noqa: E731
-    print(f"delivery p50 {ms(percentile(deliveries, 50))}, max {ms(max(deliveries))}; TTFT diff p50 "
-          f"{ms(percentile(ttft_diffs, 50))}; |ITL diff| p50 {ms(percentile(diffs, 50))}")  # fmt: skip
+    print(
+        f"delivery p50 {ms(percentile(deliveries, 50))}, max {ms(max(deliveries))}; TTFT diff p50 "
+        f"{ms(percentile(ttft_diffs, 50))}; |ITL diff| p50 {ms(percentile(diffs, 50))}"
+    )
     state = wait_idle(cli_server)
     assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1

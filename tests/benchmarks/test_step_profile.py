@@ -20,7 +20,10 @@ def test_ops_land_in_their_groups():
 
     groups = op_breakdown(step)
     assert set(groups) == {
-        "linear layers (GEMM)", "attention (SDPA)", "KV cache gather/write",
-        "elementwise (norm, RoPE, SiLU, residual)", "other",
-    }  # fmt: skip
+        "linear layers (GEMM)",
+        "attention (SDPA)",
+        "KV cache gather/write",
+        "elementwise (norm, RoPE, SiLU, residual)",
+        "other",
+    }
     assert all(ms > 0 for ms in groups.values())

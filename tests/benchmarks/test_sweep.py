@@ -14,10 +14,29 @@ SIM = ["--mode", "sim", "--cost-model", "llama2_7b_a100", "--no-progress", "--wo
 
 def test_parser_takes_vllm_flag_names():
     args = bench.build_parser().parse_args(
-        ["--max-num-batched-tokens", "512", "--long-prefill-token-threshold", "128", "--no-enable-chunked-prefill",
-         "--max-num-seqs", "8", "--max-model-len", "1024", "--enable-prefix-caching", "--block-size", "32",
-         "--num-gpu-blocks", "100", "--policy", "priority", "--request-rate", "2.5", "--burstiness", "2"]
-    )  # fmt: skip
+        [
+            "--max-num-batched-tokens",
+            "512",
+            "--long-prefill-token-threshold",
+            "128",
+            "--no-enable-chunked-prefill",
+            "--max-num-seqs",
+            "8",
+            "--max-model-len",
+            "1024",
+            "--enable-prefix-caching",
+            "--block-size",
+            "32",
+            "--num-gpu-blocks",
+            "100",
+            "--policy",
+            "priority",
+            "--request-rate",
+            "2.5",
+            "--burstiness",
+            "2",
+        ]
+    )
     assert (args.max_num_batched_tokens, args.long_prefill_token_threshold, args.max_num_seqs) == (512, 128, 8)
     assert args.enable_chunked_prefill is False and args.enable_prefix_caching is True
     assert (args.block_size, args.num_gpu_blocks, args.policy, args.request_rate) == (32, 100, "priority", 2.5)
@@ -37,9 +56,22 @@ def test_sweeps_form_a_typed_grid():
 
 def test_sim_sweep_writes_a_table_json_and_csv(tmp_path, capsys):
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
-    argv = SIM + ["--num-prompts", "20", "--request-rate", "5", "--max-num-seqs", "16",
-                  "--sweep", "max-num-batched-tokens=128,1024", "--sweep", "max-num-seqs=4,16",
-                  "--output-json", str(out_json), "--output-csv", str(out_csv)]  # fmt: skip
+    argv = SIM + [
+        "--num-prompts",
+        "20",
+        "--request-rate",
+        "5",
+        "--max-num-seqs",
+        "16",
+        "--sweep",
+        "max-num-batched-tokens=128,1024",
+        "--sweep",
+        "max-num-seqs=4,16",
+        "--output-json",
+        str(out_json),
+        "--output-csv",
+        str(out_csv),
+    ]
     results = bench.main(argv)
     table = capsys.readouterr().out
     assert "max-num-batched-tokens" in table and "TTFT p50 ms" in table and "budget %" in table
@@ -101,9 +133,22 @@ def test_real_mode_smoke_on_the_tiny_model(tiny_qwen2, tmp_path, capsys):
     path = tmp_path / "w.csv"
     make_workload("uniform", 3, seed=0, vocab_size=320, prompt_len=(20, 60), output_len=4).save(path)
     results = bench.main(
-        ["--mode", "real", "--model", tiny_qwen2, "--workload", str(path), "--max-model-len", "128",
-         "--max-num-seqs", "4", "--no-progress", "--sweep", "max-num-batched-tokens=16,64"]
-    )  # fmt: skip
+        [
+            "--mode",
+            "real",
+            "--model",
+            tiny_qwen2,
+            "--workload",
+            str(path),
+            "--max-model-len",
+            "128",
+            "--max-num-seqs",
+            "4",
+            "--no-progress",
+            "--sweep",
+            "max-num-batched-tokens=16,64",
+        ]
+    )
     assert [r["metrics"]["num_completed"] for r in results] == [3, 3]
     assert results[0]["metrics"]["num_steps"] > results[1]["metrics"]["num_steps"]
     assert all(r["metrics"]["wall_time_s"] > 0 for r in results)

@@ -78,10 +78,35 @@ def test_build_engine_builds_what_the_flags_say(tiny_qwen2):
 
     from minivllm.sampling_params import SamplingParams
 
-    flags = ["--model", tiny_qwen2, "--device", "cpu", "--dtype", "auto", "--cpu-gemm", "torch", "--seed", "7",
-             "--max-num-batched-tokens", "64", "--max-num-seqs", "4", "--long-prefill-token-threshold", "16",
-             "--block-size", "32", "--num-gpu-blocks", "40", "--no-enable-prefix-caching", "--policy", "priority",
-             "--num-speculative-tokens", "2", "--prompt-lookup-max", "3"]  # fmt: skip
+    flags = [
+        "--model",
+        tiny_qwen2,
+        "--device",
+        "cpu",
+        "--dtype",
+        "auto",
+        "--cpu-gemm",
+        "torch",
+        "--seed",
+        "7",
+        "--max-num-batched-tokens",
+        "64",
+        "--max-num-seqs",
+        "4",
+        "--long-prefill-token-threshold",
+        "16",
+        "--block-size",
+        "32",
+        "--num-gpu-blocks",
+        "40",
+        "--no-enable-prefix-caching",
+        "--policy",
+        "priority",
+        "--num-speculative-tokens",
+        "2",
+        "--prompt-lookup-max",
+        "3",
+    ]
     engine = build_engine(**engine_kwargs(server.build_parser().parse_args(flags)))  # loads the model itself
     c = engine.config
     assert (c.model_config.model, c.model_config.device, c.model_config.cpu_gemm) == (tiny_qwen2, "cpu", "torch")
@@ -109,8 +134,12 @@ def test_build_engine_with_another_runner_loads_no_model():
     from minivllm.sim.sim_runner import SimRunner
 
     cost_model = CostModel.from_preset("llama2_7b_a100")
-    engine = build_engine(lambda config: SimRunner(cost_model, config=config), model="/no/such/model",
-                          max_num_batched_tokens=256, enable_chunked_prefill=True)  # fmt: skip
+    engine = build_engine(
+        lambda config: SimRunner(cost_model, config=config),
+        model="/no/such/model",
+        max_num_batched_tokens=256,
+        enable_chunked_prefill=True,
+    )
     assert isinstance(engine.model_runner, SimRunner) and engine.model_runner.config is engine.config
     sc = engine.config.scheduler_config
     assert (sc.max_num_batched_tokens, sc.max_model_len) == (256, DEFAULT_MAX_MODEL_LEN)

@@ -22,13 +22,19 @@ def test_stop_token_ids_outside_the_vocabulary_are_refused_in_add_request(tiny, 
     """Before: accepted, then min_tokens >= 1 indexed the logits with it (IndexError inside the step)."""
     engine = make_engine(tiny)
     params = SamplingParams(max_tokens=4, min_tokens=2, temperature=0.0, stop_token_ids=[5, stop_id])
-    with pytest.raises(ValueError, match=rf"stop_token_ids of request 'bad': token id {stop_id} is out of range; "
-                                         r"allowed 0\.\.319\.") as info:  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=rf"stop_token_ids of request 'bad': token id {stop_id} is out of range; "
+        r"allowed 0\.\.319\.",
+    ) as info:
         engine.add_request("bad", [5, 6, 7], params)
     assert str(info.value).split(" ", 1)[0] == "stop_token_ids"
     assert "bad" not in engine.outputs and not engine.has_unfinished_requests()
-    engine.add_request("ok", [5, 6, 7], SamplingParams(max_tokens=4, min_tokens=2, temperature=0.0,
-                                                       stop_token_ids=[319], ignore_eos=True))  # fmt: skip
+    engine.add_request(
+        "ok",
+        [5, 6, 7],
+        SamplingParams(max_tokens=4, min_tokens=2, temperature=0.0, stop_token_ids=[319], ignore_eos=True),
+    )
     run(engine)
     assert len(engine.outputs["ok"].token_ids) >= 2
 
@@ -58,15 +64,19 @@ def test_an_allocator_failure_becomes_a_value_error(tiny, monkeypatch):
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 524288 bytes.")
 
     monkeypatch.setattr(model_runner.torch, "zeros", no_memory)
-    with pytest.raises(ValueError, match=r"num_gpu_blocks=64: the KV cache asks for 524288 bytes .* the allocation "
-                                         r"failed: DefaultCPUAllocator: not enough memory"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"num_gpu_blocks=64: the KV cache asks for 524288 bytes .* the allocation "
+        r"failed: DefaultCPUAllocator: not enough memory",
+    ):
         LLMEngine(config, model_runner=runner)
 
 
 def test_generate_with_no_prompts_returns_nothing_and_steps_nothing(tiny):
     """vLLM returns [] for ``generate([])``; it must not run (or fail on) anyone else's queued request."""
-    llm = LLM(tiny.hf_folder, device="cpu", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=256,
-              num_gpu_blocks=64)  # fmt: skip
+    llm = LLM(
+        tiny.hf_folder, device="cpu", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=256, num_gpu_blocks=64
+    )
     assert llm.generate([]) == [] and llm.generate([], SamplingParams(), use_tqdm=False) == []
     llm.engine.add_request("other", [5, 6, 7], SamplingParams(max_tokens=3, temperature=0.0))
     assert llm.generate([], use_tqdm=False) == [] and len(llm.engine.trace.steps) == 0

@@ -23,8 +23,14 @@ def vocab(smollm2):
 
 
 def make_engine(loaded, vocab, delay: threading.Event | None = None) -> LLMEngine:
-    config = EngineConfig.from_kwargs(model=loaded.hf_folder, device="cpu", max_num_batched_tokens=128,
-                                      max_num_seqs=8, max_model_len=1024, num_gpu_blocks=120)
+    config = EngineConfig.from_kwargs(
+        model=loaded.hf_folder,
+        device="cpu",
+        max_num_batched_tokens=128,
+        max_num_seqs=8,
+        max_model_len=1024,
+        num_gpu_blocks=120,
+    )
     engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
 
     def builder(tokenizer):
@@ -67,8 +73,11 @@ def test_a_slow_compile_blocks_nobody(smollm2, vocab):
     release = threading.Event()
     engine = make_engine(smollm2, vocab, delay=release)
     tok = smollm2.tokenizer
-    engine.add_request("guided", chat(tok, "Is the sky blue? Answer yes or no."),
-                       SamplingParams(max_tokens=5, temperature=0.0, guided_choice=["yes", "no"]))
+    engine.add_request(
+        "guided",
+        chat(tok, "Is the sky blue? Answer yes or no."),
+        SamplingParams(max_tokens=5, temperature=0.0, guided_choice=["yes", "no"]),
+    )
     engine.add_request("free", chat(tok, "Say hello."), SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
     for _ in range(4):
         engine.step()

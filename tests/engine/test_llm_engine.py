@@ -101,8 +101,9 @@ def test_trace_records_prefill_chunks_decodes_and_token_times(tiny):
 
 
 def test_llm_generate_accepts_strings_and_token_ids(tiny):
-    llm = LLM(tiny.hf_folder, device="cpu", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=256,
-              num_gpu_blocks=64)
+    llm = LLM(
+        tiny.hf_folder, device="cpu", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=256, num_gpu_blocks=64
+    )
     params = SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True)
     by_text = llm.generate(["the cat sat", "hello world"], params, use_tqdm=False)
     ids = [o.prompt_token_ids for o in by_text]

@@ -59,9 +59,17 @@ def repetitive(smollm2):
 @pytest.mark.parametrize("budget", [256, 40])
 def test_greedy_with_speculation_equals_greedy_without(repetitive, budget):
     loaded, prompts, expected = repetitive
-    config = EngineConfig.from_kwargs(model=loaded.hf_folder, device="cpu", max_num_batched_tokens=budget,
-                                      max_num_seqs=4, max_model_len=1024, num_gpu_blocks=200,
-                                      num_speculative_tokens=4, prompt_lookup_max=3, prompt_lookup_min=1)
+    config = EngineConfig.from_kwargs(
+        model=loaded.hf_folder,
+        device="cpu",
+        max_num_batched_tokens=budget,
+        max_num_seqs=4,
+        max_model_len=1024,
+        num_gpu_blocks=200,
+        num_speculative_tokens=4,
+        prompt_lookup_max=3,
+        prompt_lookup_min=1,
+    )
     engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
     for i, p in enumerate(prompts):
         engine.add_request(str(i), p, SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True))
@@ -81,8 +89,15 @@ def test_spec_decode_on_a_tiny_model_matches_plain_greedy(tiny_qwen2):
     prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7]
 
     def run(k):
-        config = EngineConfig.from_kwargs(model=tiny_qwen2, device="cpu", max_num_batched_tokens=64, max_num_seqs=4,
-                                          max_model_len=256, num_gpu_blocks=64, num_speculative_tokens=k)
+        config = EngineConfig.from_kwargs(
+            model=tiny_qwen2,
+            device="cpu",
+            max_num_batched_tokens=64,
+            max_num_seqs=4,
+            max_model_len=256,
+            num_gpu_blocks=64,
+            num_speculative_tokens=k,
+        )
         engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
         engine.add_request("r", prompt, SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True))
         engine.add_request("s", prompt[:5], SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True))

@@ -50,14 +50,17 @@ def test_foreign_host_and_origin_are_refused(server):
     assert httpx.post(f"{server}/v1/completions", json={"prompt": "the", "max_tokens": 2}).status_code == 200
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ('{"max_num_batched_tokens": 1000000}', "max_num_batched_tokens"),  # [1, max(64, 256)]
-    ('{"max_num_batched_tokens": 0}', "max_num_batched_tokens"),
-    ('{"max_num_seqs": 9}', "max_num_seqs"),  # at most what the server started with
-    ('{"max_num_seqs": true}', "max_num_seqs"),
-    ('{"long_prefill_token_threshold": 257}', "long_prefill_token_threshold"),
-    ('{"enable_chunked_prefill": "no"}', "enable_chunked_prefill"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ('{"max_num_batched_tokens": 1000000}', "max_num_batched_tokens"),  # [1, max(64, 256)]
+        ('{"max_num_batched_tokens": 0}', "max_num_batched_tokens"),
+        ('{"max_num_seqs": 9}', "max_num_seqs"),  # at most what the server started with
+        ('{"max_num_seqs": true}', "max_num_seqs"),
+        ('{"long_prefill_token_threshold": 257}', "long_prefill_token_threshold"),
+        ('{"enable_chunked_prefill": "no"}', "enable_chunked_prefill"),
+    ],
+)
 def test_values_are_bounded_by_what_the_server_started_with(server, body, param):
     before = scheduling(server)
     resp = post(server, body)

@@ -24,8 +24,14 @@ from minivllm.core.rollback import RequestError
 from tests.helpers.server import running_server, stream, wait_idle
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "40", "--max-num-batched-tokens", "48", "--max-num-seqs", "8")
-GOOD = [("the cat sat on the mat", 24), ("hello world, the dog", 40), ("the dog ran far and the cat", 16),
-        ("world", 32), ("the mat and the dog ran", 28), ("hello", 20)]  # fmt: skip
+GOOD = [
+    ("the cat sat on the mat", 24),
+    ("hello world, the dog", 40),
+    ("the dog ran far and the cat", 16),
+    ("world", 32),
+    ("the mat and the dog ran", 28),
+    ("hello", 20),
+]
 POISON = 317  # a token id only the requests the engine must fail carry
 BAD = [  # (raw JSON body, the param the 400 must name)
     (json.dumps({"prompt": "the cat", "seed": 2**64}), "seed"),
@@ -107,8 +113,10 @@ async def one_round(server, rng: random.Random, reconfigure: bool) -> tuple[list
         gone = [disconnecting(c, url, rng) for _ in range(6)]
         headers = {"Content-Type": "application/json"}
         bad = [c.post(f"{url}/v1/completions", content=b, headers=headers) for b, _ in BAD]
-        poisoned = [stream(c, f"{url}/v1/completions", completion([POISON, 5, 6, 7], 8)),
-                    c.post(f"{url}/v1/completions", json=completion([8, POISON, 9], 8))]  # fmt: skip
+        poisoned = [
+            stream(c, f"{url}/v1/completions", completion([POISON, 5, 6, 7], 8)),
+            c.post(f"{url}/v1/completions", json=completion([8, POISON, 9], 8)),
+        ]
         jobs = good + gone + bad + poisoned
         rng.shuffle(jobs)
         if reconfigure:
@@ -152,14 +160,19 @@ def test_a_client_gone_while_its_request_is_queued_does_not_stop_the_engine(serv
     answers = []
     for _ in range(3):
         server.faults.pause = 0.6  # the next step takes 0.6 s: a request sent meanwhile waits in the inbox
-        busy = threading.Thread(target=lambda: answers.append(
-            httpx.post(f"{url}/v1/completions", json=completion("hello", 4), timeout=30).status_code))
+        busy = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(f"{url}/v1/completions", json=completion("hello", 4), timeout=30).status_code
+            )
+        )
         busy.start()
         time.sleep(0.15)
         body = b'{"prompt": "the cat sat", "max_tokens": 50, "stream": true}'
         sock = socket.create_connection((host, int(port)))
-        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         time.sleep(0.1)
         sock.close()
         busy.join()

@@ -58,18 +58,32 @@ def test_health_models_and_metrics_names(server):
 def test_concurrent_greedy_streams_equal_offline_generate(server, offline):
     url = server.base_url
     tok = offline.tokenizer
-    chat_text = tok.apply_chat_template([{"role": "user", "content": "hello"}], chat_template=FALLBACK_CHAT_TEMPLATE,
-                                        add_generation_prompt=True, tokenize=False)  # fmt: skip
+    chat_text = tok.apply_chat_template(
+        [{"role": "user", "content": "hello"}],
+        chat_template=FALLBACK_CHAT_TEMPLATE,
+        add_generation_prompt=True,
+        tokenize=False,
+    )
     chat_ids = tok.encode(chat_text, add_special_tokens=False)
     cases = [("prompt", p, 40 + 10 * i) for i, p in enumerate(PROMPTS)] + [("ids", tok.encode("the mat"), 60)]
 
     async def run():
         async with httpx.AsyncClient(timeout=60) as c:
-            jobs = [stream(c, f"{url}/v1/completions", {"prompt": p, "max_tokens": n,
-                                                        "temperature": 0, "stream_options": {"include_usage": True}})
-                    for kind, p, n in cases]  # fmt: skip
-            jobs.append(stream(c, f"{url}/v1/chat/completions", {"messages": [{"role": "user", "content": "hello"}],
-                                                                  "max_tokens": 30, "temperature": 0}))  # fmt: skip
+            jobs = [
+                stream(
+                    c,
+                    f"{url}/v1/completions",
+                    {"prompt": p, "max_tokens": n, "temperature": 0, "stream_options": {"include_usage": True}},
+                )
+                for kind, p, n in cases
+            ]
+            jobs.append(
+                stream(
+                    c,
+                    f"{url}/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 30, "temperature": 0},
+                )
+            )
             plain = c.post(f"{url}/v1/completions", json={"prompt": PROMPTS[0], "max_tokens": 40, "temperature": 0})
             return await asyncio.gather(*jobs, plain)
 
@@ -133,8 +147,11 @@ def test_bad_input_gets_openai_error_naming_the_field_while_others_stream(server
     url = server.base_url
 
     async def bad(c, endpoint, body, stream_it):
-        kwargs = {"content": body, "headers": {"Content-Type": "application/json"}} if isinstance(body, str) else {
-            "json": {**body, "stream": stream_it}}  # fmt: skip
+        kwargs = (
+            {"content": body, "headers": {"Content-Type": "application/json"}}
+            if isinstance(body, str)
+            else {"json": {**body, "stream": stream_it}}
+        )
         return await c.post(f"{url}/v1/{endpoint}", **kwargs)
 
     async def run():
@@ -178,8 +195,9 @@ def test_overload_queues_and_preempts_without_losing_a_request(tiny_qwen2, offli
         async def run():
             body = {"max_tokens": 60, "temperature": 0, "ignore_eos": True}
             async with httpx.AsyncClient(timeout=120) as c:
-                return await asyncio.gather(*[stream(c, f"{srv.base_url}/v1/completions", {**body, "prompt": p})
-                                              for p in prompts])  # fmt: skip
+                return await asyncio.gather(
+                    *[stream(c, f"{srv.base_url}/v1/completions", {**body, "prompt": p}) for p in prompts]
+                )
 
         got = asyncio.run(run())
         metrics = httpx.get(f"{srv.base_url}/metrics").text

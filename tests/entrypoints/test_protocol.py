@@ -80,8 +80,12 @@ BAD = [  # (endpoint, raw JSON body, param, words the message must contain)
     ("completions", '{"prompt": "x", "temperature": true}', "temperature", "valid number, got True"),
     ("completions", '{"prompt": "x", "top_p": -Infinity}', "top_p", "finite number"),
     ("completions", '{"prompt": "x", "presence_penalty": NaN}', "presence_penalty", "finite number"),
-    ("completions", '{"prompt": "x", "stop_token_ids": [320]}', "stop_token_ids",
-     "stop_token_ids entry 320 is out of range; allowed 0..319."),
+    (
+        "completions",
+        '{"prompt": "x", "stop_token_ids": [320]}',
+        "stop_token_ids",
+        "stop_token_ids entry 320 is out of range; allowed 0..319.",
+    ),
     ("completions", '{"prompt": "x", "stop_token_ids": [true]}', "stop_token_ids", "valid integer"),
     ("completions", '{"prompt": "x", "stop_token_ids": ["a"]}', "stop_token_ids", "valid integer"),
     ("completions", '{"prompt": "x", "stop_token_ids": [-1]}', "stop_token_ids", "integers >= 0), got -1"),
@@ -91,18 +95,38 @@ BAD = [  # (endpoint, raw JSON body, param, words the message must contain)
     ("completions", '{"prompt": "x", "guided_choice": ["\\udfff"]}', "guided_choice", "not valid Unicode"),
     ("completions", '{"prompt": "x", "guided_choice": "yes"}', "guided_choice", "valid list"),
     ("completions", '{"prompt": "x", "guided_choice": ["a"], "ignore_eos": true}', "guided_choice", "ignore_eos"),
-    ("completions", '{"prompt": "x", "guided_choice": [' + ", ".join(['"c"'] * 1025) + "]}", "guided_choice",
-     "at most 1024 choices, got 1025"),
+    (
+        "completions",
+        '{"prompt": "x", "guided_choice": [' + ", ".join(['"c"'] * 1025) + "]}",
+        "guided_choice",
+        "at most 1024 choices, got 1025",
+    ),
     ("chat/completions", '{"messages": [{"role": "user", "content": "\\ud800"}]}', "messages", "not valid Unicode"),
     ("chat/completions", '{"messages": [{"role": "\\ud800", "content": "x"}]}', "messages", "not valid Unicode"),
-    ("chat/completions", '{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}',
-     "max_completion_tokens", "max_completion_tokens must be at least 1, got 0."),
-    ("chat/completions", '{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0, '
-     '"max_tokens": 5}', "max_completion_tokens", "must be at least 1, got 0."),
-    ("chat/completions", '{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": true}',
-     "max_completion_tokens", "valid integer"),
-    ("chat/completions", '{"messages": [{"role": "user", "content": "x"}], "logprobs": 0}', "logprobs",
-     "valid boolean"),
+    (
+        "chat/completions",
+        '{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}',
+        "max_completion_tokens",
+        "max_completion_tokens must be at least 1, got 0.",
+    ),
+    (
+        "chat/completions",
+        '{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0, "max_tokens": 5}',
+        "max_completion_tokens",
+        "must be at least 1, got 0.",
+    ),
+    (
+        "chat/completions",
+        '{"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": true}',
+        "max_completion_tokens",
+        "valid integer",
+    ),
+    (
+        "chat/completions",
+        '{"messages": [{"role": "user", "content": "x"}], "logprobs": 0}',
+        "logprobs",
+        "valid boolean",
+    ),
 ]
 
 
@@ -115,8 +139,14 @@ def test_bad_values_get_a_400_naming_the_field(client, endpoint, body, param, wo
 
 
 def test_good_values_pass_through(client):
-    body = {"prompt": [5, 6], "temperature": 1, "top_p": 0.5, "seed": 2**64 - 1, "guided_choice": ["yes", "no"],
-            "stop_token_ids": [0, 319]}  # fmt: skip
+    body = {
+        "prompt": [5, 6],
+        "temperature": 1,
+        "top_p": 0.5,
+        "seed": 2**64 - 1,
+        "guided_choice": ["yes", "no"],
+        "stop_token_ids": [0, 319],
+    }
     resp = client.post("/v1/completions", json=body)
     assert resp.status_code == 200, resp.text
     assert resp.json() == {"max_tokens": 16, "guided_choice": ["yes", "no"], "stop_token_ids": [0, 319]}
@@ -134,8 +164,11 @@ def test_guided_choice_reaches_sampling_params():
     ("body", "headers", "words"),
     [
         ('{"prompt": "x", ', JSON, "Malformed JSON body"),
-        ('{"prompt": "x"}', {"Content-Type": "text/plain"}, "not JSON: send a JSON object with Content-Type: "
-                                                              "application/json"),
+        (
+            '{"prompt": "x"}',
+            {"Content-Type": "text/plain"},
+            "not JSON: send a JSON object with Content-Type: application/json",
+        ),
         ('{"prompt": "x"}', {"Content-Type": "application/x-www-form-urlencoded"}, "not JSON"),
         ("", JSON, "The request body is empty"),
         ("[1, 2]", JSON, "must be a JSON object, got list"),
@@ -164,9 +197,11 @@ def test_unknown_routes_and_methods_are_openai_errors(client):
 def test_an_error_quoting_a_lone_surrogate_still_renders(client):
     resp = client.get("/fails")
     assert resp.status_code == 404 and error(resp) == {
-        "message": "The model `\ud800` does not exist.", "type": "invalid_request_error", "param": "model",
+        "message": "The model `\ud800` does not exist.",
+        "type": "invalid_request_error",
+        "param": "model",
         "code": "model_not_found",
-    }  # fmt: skip
+    }
 
 
 def test_check_text_and_completion_prompt_refuse_lone_surrogates_before_the_tokenizer():

@@ -46,8 +46,9 @@ def test_a_dead_engine_loop_stops_the_server(tiny_qwen2):
     with running_server(tiny_qwen2, *FLAGS) as srv:
         with httpx.Client(timeout=10) as client:
             break_the_scheduler(srv.engine)
-            with client.stream("POST", f"{srv.base_url}/v1/completions",
-                               json={"prompt": "the", "max_tokens": 8, "stream": True}) as resp:  # fmt: skip
+            with client.stream(
+                "POST", f"{srv.base_url}/v1/completions", json={"prompt": "the", "max_tokens": 8, "stream": True}
+            ) as resp:
                 events = [line for line in resp.iter_lines() if line]
         assert any("scheduler bug" in e for e in events) and events[-1] == "data: [DONE]"
         deadline = time.monotonic() + 10
@@ -66,8 +67,19 @@ def free_port() -> int:
 def test_sigterm_stops_the_server_within_seconds_with_streams_open(tiny_qwen2):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "minivllm", "serve", "--model", tiny_qwen2, "--port", str(port), *FLAGS,
-           "--log-level", "warning"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "minivllm",
+        "serve",
+        "--model",
+        tiny_qwen2,
+        "--port",
+        str(port),
+        *FLAGS,
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -81,12 +93,24 @@ def test_sigterm_stops_the_server_within_seconds_with_streams_open(tiny_qwen2):
             assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
             time.sleep(0.1)
         # max_num_seqs 1 and 12 long requests: their streams stay open for many seconds
-        clients = [subprocess.Popen([sys.executable, "-c", (
-            "import httpx, sys\n"
-            f"with httpx.stream('POST', '{url}/v1/completions', json={{'prompt': 'the cat', 'max_tokens': 240, "
-            "'ignore_eos': True, 'stream': True}, timeout=60) as r:\n"
-            "    for _ in r.iter_lines(): pass\n")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(12)]  # fmt: skip
+        clients = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    (
+                        "import httpx, sys\n"
+                        f"with httpx.stream('POST', '{url}/v1/completions', "
+                        "json={'prompt': 'the cat', 'max_tokens': 240, 'ignore_eos': True, 'stream': True}, "
+                        "timeout=60) as r:\n"
+                        "    for _ in r.iter_lines(): pass\n"
+                    ),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(12)
+        ]
         time.sleep(1.5)
         assert all(c.poll() is None for c in clients), "the streams finished before SIGTERM: make them longer"
         t0 = time.monotonic()

@@ -30,8 +30,12 @@ def test_smollm2_streams_equal_offline_llm(smollm2):
         async def run():
             async with httpx.AsyncClient(timeout=120) as c:
                 body = {"model": "smollm2", "max_tokens": MAX_TOKENS, "temperature": 0}
-                chats = [stream(c, f"{srv.base_url}/v1/chat/completions",
-                                {**body, "messages": [{"role": "user", "content": q}]}) for q in QUESTIONS]  # fmt: skip
+                chats = [
+                    stream(
+                        c, f"{srv.base_url}/v1/chat/completions", {**body, "messages": [{"role": "user", "content": q}]}
+                    )
+                    for q in QUESTIONS
+                ]
                 text = stream(c, f"{srv.base_url}/v1/completions", {**body, "prompt": PROMPT})
                 return await asyncio.gather(*chats, text)
 

@@ -6,10 +6,37 @@ from __future__ import annotations
 from minivllm.metrics.trace import EngineTrace, RequestRecord, StepRecord
 
 
-def step(i, start, end, *, prefill=None, decode=None, spec=None, running=0, waiting=0, kv=0.0, preempted=(),
-         new=(), hits=None, budget=16):  # fmt: skip
-    return StepRecord(i, start, end, budget, prefill or {}, decode or {}, spec or {}, running, waiting, kv,
-                      list(preempted), list(new), hits or {})  # fmt: skip
+def step(
+    i,
+    start,
+    end,
+    *,
+    prefill=None,
+    decode=None,
+    spec=None,
+    running=0,
+    waiting=0,
+    kv=0.0,
+    preempted=(),
+    new=(),
+    hits=None,
+    budget=16,
+):
+    return StepRecord(
+        i,
+        start,
+        end,
+        budget,
+        prefill or {},
+        decode or {},
+        spec or {},
+        running,
+        waiting,
+        kv,
+        list(preempted),
+        list(new),
+        hits or {},
+    )
 
 
 def hand_trace() -> EngineTrace:
@@ -37,6 +64,6 @@ def hand_trace() -> EngineTrace:
             new=["C"],
             hits={"C": 0},
             budget=0,
-        ),  # fmt: skip
+        ),
     ]
     return t

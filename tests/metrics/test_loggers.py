@@ -15,16 +15,24 @@ from minivllm.worker.fake_runner import FakeModelRunner
 from tests.helpers.prometheus import parse, value
 
 TICK = 1 / 64  # dyadic times: every sum is exact whatever the order, so the pages agree to the last digit
-GAUGES = ("vllm:num_requests_running{", "vllm:num_requests_waiting{", "vllm:gpu_cache_usage_perc{",
-          "vllm:kv_cache_usage_perc{")  # fmt: skip
+GAUGES = (
+    "vllm:num_requests_running{",
+    "vllm:num_requests_waiting{",
+    "vllm:gpu_cache_usage_perc{",
+    "vllm:kv_cache_usage_perc{",
+)
 PREFIX = list(range(100, 132))  # two full blocks shared by every prompt: prefix-cache hits
 
 
 def make_engine(num_gpu_blocks: int = 64, num_spec_tokens: int = 0, max_model_len: int = 256) -> LLMEngine:
     config = EngineConfig.from_kwargs(
-        model="fake", device="cpu", max_num_batched_tokens=32, max_num_seqs=4, max_model_len=max_model_len,
+        model="fake",
+        device="cpu",
+        max_num_batched_tokens=32,
+        max_num_seqs=4,
+        max_model_len=max_model_len,
         num_gpu_blocks=num_gpu_blocks,
-    )  # fmt: skip
+    )
     runner = FakeModelRunner(vocab_size=1000, num_spec_tokens=num_spec_tokens)
     return LLMEngine(config, model_runner=runner, clock=VirtualClock())
 
@@ -160,8 +168,10 @@ def test_counters_survive_a_bounded_trace_and_steps_keep_their_numbers():
     # Every step and request was counted once: the same page as the run that kept its whole trace.
     assert without_gauges(live_render(engine, logger)) == without_gauges(live_render(full, full_logger))
     offline = counters(prometheus_text(engine.trace))  # what rebuilding from the kept window says: less
-    assert offline[("vllm:generation_tokens_total", (("engine", "0"), ("model_name", "smollm2")))] < seen[-1][
-        ("vllm:generation_tokens_total", (("engine", "0"), ("model_name", "smollm2")))]  # fmt: skip
+    assert (
+        offline[("vllm:generation_tokens_total", (("engine", "0"), ("model_name", "smollm2")))]
+        < seen[-1][("vllm:generation_tokens_total", (("engine", "0"), ("model_name", "smollm2")))]
+    )
     steps = [s.step for s in engine.trace.steps]
     assert steps == list(range(len(full.trace.steps) - len(steps), len(full.trace.steps)))
     assert engine.trace.num_steps_recorded == len(full.trace.steps)

@@ -29,12 +29,24 @@ def test_names_types_and_labels_are_vllms():
     fams = parse(prometheus_text(hand_trace(), model_name="smollm2", engine=1))
     expected = {
         "gauge": ["num_requests_running", "num_requests_waiting", "gpu_cache_usage_perc", "kv_cache_usage_perc"],
-        "counter": ["num_preemptions_total", "prompt_tokens_total", "generation_tokens_total", "request_success_total",
-                    "gpu_prefix_cache_queries_total", "gpu_prefix_cache_hits_total", "prefix_cache_queries_total",
-                    "prefix_cache_hits_total"],
-        "histogram": ["time_to_first_token_seconds", "time_per_output_token_seconds", "e2e_request_latency_seconds",
-                      "request_queue_time_seconds", "iteration_tokens_total"],
-    }  # fmt: skip
+        "counter": [
+            "num_preemptions_total",
+            "prompt_tokens_total",
+            "generation_tokens_total",
+            "request_success_total",
+            "gpu_prefix_cache_queries_total",
+            "gpu_prefix_cache_hits_total",
+            "prefix_cache_queries_total",
+            "prefix_cache_hits_total",
+        ],
+        "histogram": [
+            "time_to_first_token_seconds",
+            "time_per_output_token_seconds",
+            "e2e_request_latency_seconds",
+            "request_queue_time_seconds",
+            "iteration_tokens_total",
+        ],
+    }
     for kind, names in expected.items():
         for name in names:
             assert fams[f"vllm:{name}"]["type"] == kind and fams[f"vllm:{name}"]["help"]

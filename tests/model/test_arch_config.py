@@ -9,8 +9,15 @@ import pytest
 from minivllm.model.config import LlamaArchConfig
 from minivllm.model.loader import load_model
 
-BASE = dict(architectures=["LlamaForCausalLM"], vocab_size=10, hidden_size=8, intermediate_size=16,
-            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+BASE = dict(
+    architectures=["LlamaForCausalLM"],
+    vocab_size=10,
+    hidden_size=8,
+    intermediate_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+)
 
 
 @pytest.mark.parametrize("missing", ["num_hidden_layers", "vocab_size", "num_attention_heads"])

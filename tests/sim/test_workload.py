@@ -108,8 +108,15 @@ def test_rag_burst_chats_first_then_long_prompts_among_them():
 
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
 def test_save_load_round_trip(tmp_path, suffix):
-    w = make_workload("rag_burst", 6, rate=2.5, seed=7, shared_prefix_len=4, num_prefix_groups=2,
-                      long_prompt_len=LengthSpec.uniform(100, 200))  # fmt: skip
+    w = make_workload(
+        "rag_burst",
+        6,
+        rate=2.5,
+        seed=7,
+        shared_prefix_len=4,
+        num_prefix_groups=2,
+        long_prompt_len=LengthSpec.uniform(100, 200),
+    )
     w.requests[1].priority = 3
     plain = make_workload("azure_code", 5, rate=1.0, seed=1)
     for workload in (w, plain):

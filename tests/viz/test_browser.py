@@ -16,8 +16,15 @@ from minivllm.viz.figures.export import PAGE_MARGIN, find_chromium, save_html, s
 from minivllm.viz.figures.gallery import gallery, sweep_results
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "figures"
-NAMES = ("gantt_chunked_vs_unchunked", "chunk_schedule", "kv_block_map", "recovery_timeline", "latency_cdfs",
-         "queue_kv_over_time", "chunk_size_curves")  # fmt: skip
+NAMES = (
+    "gantt_chunked_vs_unchunked",
+    "chunk_schedule",
+    "kv_block_map",
+    "recovery_timeline",
+    "latency_cdfs",
+    "queue_kv_over_time",
+    "chunk_size_curves",
+)
 
 
 def drawn(png: Path) -> tuple[int, float]:

@@ -50,8 +50,9 @@ def test_gantt_marks_stalled_decode_steps():
 
 def test_gantt_compare_shares_rows_and_time_axis(scene_trace):
     other = make_engine(budget=512, enable_chunked_prefill=False)
-    other.run(requests([("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("chat2", 16, 10, 0.005),
-                        ("long", 150, 4, 0.02)]))  # fmt: skip
+    other.run(
+        requests([("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("chat2", 16, 10, 0.005), ("long", 150, 4, 0.02)])
+    )
     fig = F.gantt_compare({"chunked": scene_trace, "unchunked": other.trace})
     assert [a.text for a in fig.layout.annotations] == ["chunked", "unchunked"]
     assert fig.layout.xaxis.range == fig.layout.xaxis2.range
@@ -98,8 +99,16 @@ def test_kv_block_map_cells_equal_the_snapshot():
 
 
 def test_kv_block_map_chain_and_highlight():
-    snap = [{"block_id": i, "ref_cnt": int(i in (1, 2)), "hash": 1000 + i if i < 4 else None,
-             "free": i not in (0, 1, 2), "null": i == 0} for i in range(6)]  # fmt: skip
+    snap = [
+        {
+            "block_id": i,
+            "ref_cnt": int(i in (1, 2)),
+            "hash": 1000 + i if i < 4 else None,
+            "free": i not in (0, 1, 2),
+            "null": i == 0,
+        }
+        for i in range(6)
+    ]
     fig = F.kv_block_map(snap, {"r": [1, 2]}, ncols=3, highlight=[2])
     hover = fig.data[0].hovertext
     assert "r[0]: root → #1 → #2" in hover[0][1] and "r[1]: #1 → #2 → end" in hover[0][2]
@@ -120,9 +129,19 @@ def test_recovery_timeline_numbers(hand_trace):
 
 
 def test_chunk_size_curves_from_dicts_and_bench_results():
-    metrics = {b: {"ttft_p50": 1 / b, "ttft_p99": 2 / b, "tpot_p50": b * 1e-5, "tpot_p99": b * 2e-5,
-                   "output_throughput": 100 - abs(b - 256) / 10, "num_prompt_tokens": 900, "num_output_tokens": 100,
-                   "num_steps": 1000 // min(b, 100)} for b in (512, 64, 256, 1024)}  # fmt: skip
+    metrics = {
+        b: {
+            "ttft_p50": 1 / b,
+            "ttft_p99": 2 / b,
+            "tpot_p50": b * 1e-5,
+            "tpot_p99": b * 2e-5,
+            "output_throughput": 100 - abs(b - 256) / 10,
+            "num_prompt_tokens": 900,
+            "num_output_tokens": 100,
+            "num_steps": 1000 // min(b, 100),
+        }
+        for b in (512, 64, 256, 1024)
+    }
     fig = F.chunk_size_curves(metrics)
     ttft = bars(fig, "TTFT p50")
     assert list(ttft.x) == [64, 256, 512, 1024]
@@ -148,9 +167,17 @@ def test_cdfs_and_queue_series(scene_trace):
 
 @pytest.mark.parametrize(
     "build",
-    [F.latency_gantt, F.chunk_schedule, F.recovery_timeline, F.latency_cdfs, F.queue_kv_over_time,
-     lambda t: F.gantt_compare({"a": t}), lambda t: F.kv_block_map_at(t, 0), lambda t: F.chunk_size_curves({})],
-)  # fmt: skip
+    [
+        F.latency_gantt,
+        F.chunk_schedule,
+        F.recovery_timeline,
+        F.latency_cdfs,
+        F.queue_kv_over_time,
+        lambda t: F.gantt_compare({"a": t}),
+        lambda t: F.kv_block_map_at(t, 0),
+        lambda t: F.chunk_size_curves({}),
+    ],
+)
 def test_empty_inputs_give_a_message_not_a_traceback(build):
     fig = build(EngineTrace())
     assert len(fig.data) == 0 and fig.layout.annotations[0].text

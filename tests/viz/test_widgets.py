@@ -98,8 +98,15 @@ def test_explorer_extreme_values_give_a_message(control, value, expected):
 
 
 def test_simulate_turns_a_rejected_request_into_a_message():
-    r = simulate(requests([("big", 600, 50, 0.0)]), preset=None, max_num_batched_tokens=64, max_num_seqs=8,
-                 max_model_len=512, num_gpu_blocks=64, block_size=16)  # fmt: skip
+    r = simulate(
+        requests([("big", 600, 50, 0.0)]),
+        preset=None,
+        max_num_batched_tokens=64,
+        max_num_seqs=8,
+        max_model_len=512,
+        num_gpu_blocks=64,
+        block_size=16,
+    )
     assert r.message.startswith("Request rejected: request 'big': the prompt (length 600) is longer than")
     assert not r.ok
 
@@ -147,6 +154,13 @@ def test_recovery_explorer_extremes():
 
 
 def test_simulate_cuts_off_a_run_at_max_steps():
-    r = simulate(requests(SMALL), preset=None, max_steps=3, max_num_batched_tokens=64, max_num_seqs=8,
-                 max_model_len=512, num_gpu_blocks=64)  # fmt: skip
+    r = simulate(
+        requests(SMALL),
+        preset=None,
+        max_steps=3,
+        max_num_batched_tokens=64,
+        max_num_seqs=8,
+        max_model_len=512,
+        num_gpu_blocks=64,
+    )
     assert r.message == "Stopped after 3 steps with requests still unfinished." and len(r.trace.steps) == 3
