@@ -150,19 +150,8 @@ def start_server(model: str, flags: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [
-        sys.executable,
-        "-m",
-        "minivllm",
-        "serve",
-        "--model",
-        model,
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        *flags.split(),
-    ]
+    serve = ["serve", "--model", model, "--port", str(port), "--log-level", "warning", *flags.split()]
+    cmd = [sys.executable, "-m", "minivllm", *serve]
     proc = subprocess.Popen(cmd)
     url = f"http://127.0.0.1:{port}"
     while True:

@@ -40,26 +40,9 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def cli_server(tiny_qwen2):
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "minivllm",
-        "serve",
-        "--model",
-        tiny_qwen2,
-        "--port",
-        str(port),
-        "--max-model-len",
-        "256",
-        "--num-gpu-blocks",
-        "256",
-        "--max-num-batched-tokens",
-        "128",
-        "--max-num-seqs",
-        "16",
-        "--log-level",
-        "warning",
-    ]
+    flags = "--max-model-len 256 --num-gpu-blocks 256 --max-num-batched-tokens 128 --max-num-seqs 16"
+    cmd = [sys.executable, "-m", "minivllm", "serve", "--model", tiny_qwen2, "--port", str(port), *flags.split()]
+    cmd += ["--log-level", "warning"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"

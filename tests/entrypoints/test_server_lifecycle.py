@@ -67,19 +67,8 @@ def free_port() -> int:
 def test_sigterm_stops_the_server_within_seconds_with_streams_open(tiny_qwen2):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "minivllm",
-        "serve",
-        "--model",
-        tiny_qwen2,
-        "--port",
-        str(port),
-        *FLAGS,
-        "--log-level",
-        "warning",
-    ]
+    cmd = [sys.executable, "-m", "minivllm", "serve", "--model", tiny_qwen2, "--port", str(port), *FLAGS]
+    cmd += ["--log-level", "warning"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
