@@ -17,7 +17,7 @@ The packed copy costs as much memory as the weights themselves.
 
 oneDNN compiles a kernel for every input shape it meets and keeps up to 1,024 of them (its primitive
 cache): a server whose steps have every token count from 1 to the budget would fill it, a few hundred MB
-for SmolLM2 (its RSS grew 12.8% over a 10-minute soak). So the number of rows is rounded up to a multiple
+for SmolLM2 (the README's soak section has the RSS growth it caused). So the number of rows is rounded up to a multiple
 of ``ROW_BUCKET`` with zero rows, whose outputs are dropped: a few dozen shapes in all. Each row's result
 does not depend on how many rows share the call (checked bit for bit in the tests), so outputs are unchanged.
 """
