@@ -42,7 +42,9 @@ class LLMEngine:
         tokenizer: Tokenizer | None = None,
         clock: Clock | None = None,
         record_block_pool: bool = False,
+        scheduler_cls: type[Scheduler] = Scheduler,
     ) -> None:
+        """``scheduler_cls``: the V1 Scheduler, or a comparison baseline built on it (``minivllm.baselines``)."""
         self.config = config
         if model_runner is None:
             from minivllm.worker.model_runner import ModelRunner
@@ -72,7 +74,7 @@ class LLMEngine:
                 f"({capacity} = (num_gpu_blocks {num_blocks} - 1) x block_size {cc.block_size}); lower "
                 "max_model_len or give the KV cache more blocks (num_gpu_blocks / kv_cache_memory_bytes)."
             )
-        self.scheduler = Scheduler(sc, cc)
+        self.scheduler = scheduler_cls(sc, cc)
         self.clock = clock if clock is not None else model_runner.clock
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
