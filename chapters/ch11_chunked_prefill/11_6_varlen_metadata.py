@@ -32,24 +32,26 @@ from minivllm.worker.fake_runner import FakeModelRunner
 
 
 def mixed_step(scale=1):
-    """Run the Scheduler until the step that mixes a chunk, a decode and a short prompt.
-    req_B (300-token prompt) is decoding; req_A (2048-token prompt) gets its second 1024-token chunk;
-    req_C (128 tokens) arrives and is scheduled whole. ``scale`` divides every size (for slow backends)."""
+    """Run the Scheduler until the book's step: req_A's second 1024-token chunk (2048-token prompt),
+    req_B decoding with 2048 tokens in its cache, req_C's 128-token prompt scheduled whole.
+    ``scale`` divides every size (for slow backends)."""
     s = Scheduler(
         SchedulerConfig(max_num_batched_tokens=2048 // scale, max_num_seqs=8, max_model_len=4096 // scale,
                         long_prefill_token_threshold=1024 // scale),  # a chunk is at most 1024 tokens
         CacheConfig(block_size=16, num_gpu_blocks=512),
     )  # fmt: skip
     params = SamplingParams(max_tokens=8, ignore_eos=True)
-    s.add_request(Request("req_B", list(range(10_000, 10_000 + 300 // scale)), params))
+    runner = FakeModelRunner()
+    s.add_request(Request("req_B", list(range(10_000, 10_000 + 2048 // scale)), params))
+    step(s, runner)  # step 0: B's first chunk
     s.add_request(Request("req_A", list(range(20_000, 20_000 + 2048 // scale)), params))
-    step(s, FakeModelRunner())  # step 0: B's whole prompt, A's first chunk
+    step(s, runner)  # step 1: B's second chunk (its prompt is done: it samples), A's first chunk
     s.add_request(Request("req_C", list(range(30_000, 30_000 + 128 // scale)), params))
-    return s, s.schedule()  # step 1: the mixed step
+    return s, s.schedule()  # step 2: the mixed step
 
 
 scheduler, out = mixed_step()
-print("step 1 scheduled:", out.num_scheduled_tokens, f"({out.total_num_scheduled_tokens} tokens)")
+print("step 2 scheduled:", out.num_scheduled_tokens, f"({out.total_num_scheduled_tokens} tokens)")
 computed = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs + out.scheduled_cached_reqs}
 for req_id in ("req_A", "req_B", "req_C"):
     n = out.num_scheduled_tokens[req_id]
@@ -88,8 +90,9 @@ print("logits_indices:   ", meta.logits_indices.tolist())
 # %% [markdown]
 # - `query_start_loc = [0, 1024, 1025, 1153]`: request r owns rows `qsl[r] : qsl[r+1]` of the flat batch
 #   (A rows 0-1023, B row 1024, C rows 1025-1152). `num_actual_tokens` is the last entry.
-# - `seq_lens = [2048, 301, 128]`: the context each request attends to, **including** this step's tokens.
-#   For A that is the 1024 cached tokens plus its 1024 new ones.
+# - `seq_lens = [2048, 2049, 128]`: the context each request attends to, **including** this step's tokens.
+#   For A that is the 1024 cached tokens plus its 1024 new ones; for B its 2048 cached tokens plus the one
+#   token it feeds back.
 # - `max_query_len` and `max_seq_len` size the kernel launch (tile counts, scratch space).
 # - `logits_indices = [1023, 1024, 1152]`: the last row of each request. Only these rows go through the
 #   LM head: one next-token distribution per request, never 1153.
@@ -133,8 +136,9 @@ print(f"position {pos}: logical block {pos // 16}, physical block {table[pos // 
 
 # %% [markdown]
 # - A's chunk starts at position 1024, in its 65th block. The first 64 blocks hold the chunk computed in
-#   step 0, and this step only *reads* them.
-# - B's single row writes one slot in its last block. C writes its 128 slots into 8 fresh blocks.
+#   step 1, and this step only *reads* them.
+# - B's single row, at position 2048, opens a fresh block (its 129th: 2048 tokens filled 128 blocks
+#   exactly). C writes its 128 slots into 8 fresh blocks.
 # - Nothing here says "prefill" or "decode". Every request is just (context already cached, rows this step).
 #
 # ### 11.6.3 The causal rule for chunks · 分块的因果规则
@@ -200,7 +204,7 @@ print(f"max abs error: {err:.1e}")
 # %% [markdown]
 # - The Triton kernel (the CUDA default) runs on CPU under `TRITON_INTERPRET=1`. The interpreter runs
 #   the kernel program by program in Python, far too slow for 1153 rows and 2048-token contexts.
-# - So it runs on the same batch at **1/8 scale** (A: 128 + 128, B: 37 + 1, C: 16), built by the same
+# - So it runs on the same batch at **1/8 scale** (A: 128 + 128, B: 256 + 1, C: 16), built by the same
 #   Scheduler, in fp32, in a **fresh process**: `TRITON_INTERPRET` must be set before `triton` is
 #   imported. tests/attention/test_triton_backend.py covers many more shapes.
 
@@ -248,6 +252,16 @@ print(child.stdout.strip() or child.stderr.strip()[-2000:])
 print(child.stderr.strip()[-300:])
 
 # %% [markdown]
+# - The same four tensors are FlashAttention's arguments. vLLM's FlashAttention backend
+#   (`vllm/v1/attention/backends/flash_attn.py`) makes one call for the whole mixed batch:
+#   `flash_attn_varlen_func(q, k_cache, v_cache, cu_seqlens_q=query_start_loc, seqused_k=seq_lens,
+#   max_seqlen_q=max_query_len, max_seqlen_k=max_seq_len, block_table=block_table, causal=True, ...)`,
+#   after `reshape_and_cache_flash` has written the new K/V through `slot_mapping`. `causal=True` is
+#   aligned bottom-right there, which is the chunk rule of §11.6.3.
+# - With FA3 (Hopper), vLLM also passes `scheduler_metadata`: a tile schedule that
+#   `get_scheduler_metadata(...)` computes once per step, ahead of time, from the same `seq_lens` and
+#   `query_start_loc`. Every layer's launch then reuses it instead of planning again, and the launch stays
+#   CUDA-graph safe. minivllm's `backend.prepare(meta)` (building `meta.plan` once per step) is the same idea.
 # - `flash_attn` (upstream FlashAttention-2) is an optional GPU cross-check. It needs CUDA, fp16/bf16 and a
 #   page size that is a multiple of 256. The selector says why it cannot run here:
 
@@ -292,21 +306,23 @@ def recording_execute(scheduler_output):
 
 runner.attn_backend.prepare, runner.execute_model = recording_prepare, recording_execute
 params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
-engine.add_request("req_B", list(range(1000, 1037)), params)
+engine.add_request("req_B", list(range(1000, 1256)), params)
+engine.step()
 engine.add_request("req_A", list(range(2000, 2256)), params)
 engine.step()
 engine.add_request("req_C", list(range(3000, 3016)), params)
+before = {r: len(engine.outputs[r].token_ids) for r in ("req_A", "req_B", "req_C")}
 engine.step()
 m = seen[-1]
 print("engine batch order:", orders[-1])
 print("query_start_loc", m.query_start_loc.tolist(), "seq_lens", m.seq_lens.tolist(),
       "logits_indices", m.logits_indices.tolist(), "max_query_len", m.max_query_len)  # fmt: skip
-print("tokens sampled this step:", {r: len(engine.outputs[r].token_ids) for r in ("req_A", "req_B", "req_C")})
+print("tokens sampled this step:", {r: len(engine.outputs[r].token_ids) - n for r, n in before.items()})
 
 # %% [markdown]
 # - The runner's order differs (C, the new request, first), so the offsets move, but the content is the
-#   one of §11.6.1 at 1/8 scale: a 16-token prompt, a decode over 38 positions, a 128-token chunk over 256.
-# - All three reached the end of their tokens, so all three sampled.
+#   one of §11.6.1 at 1/8 scale: a 16-token prompt, a decode over 257 positions, a 128-token chunk over 256.
+# - All three reached the end of their tokens, so each sampled one token in this step.
 
 # %% [markdown]
 # ## Summary
