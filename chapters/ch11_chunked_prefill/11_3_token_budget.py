@@ -248,7 +248,26 @@ for step, row in enumerate(progress):
 # %% [markdown]
 # - doc0 climbs by chunks (61, 61, 61, 17) and then by one per step, like chat0: the same integer, the
 #   same rule.
-#
+# - **When the integer moves.** The book: "每完成一个块，num_computed_tokens += chunk_size" (after each
+#   chunk *completes*). V1 moves it earlier: at the end of `schedule()`, for every scheduled request, by
+#   all its scheduled tokens (drafts included), before the model has run (`vllm/v1/core/sched/scheduler.py`,
+#   the last lines of `schedule()` in 0.8.5). `update_from_output` only takes back rejected drafts.
+# - Why: the next `schedule()` can plan on top of a step that is still running (vLLM overlaps the two in
+#   its async scheduling), and the runner reads where each chunk starts from `SchedulerOutput`, not from a
+#   count that is only right once the step is over.
+
+# %%
+from minivllm.core.testing import make_request, make_scheduler
+
+s = make_scheduler(max_num_batched_tokens=64)
+s.add_request(make_request("doc", 150, max_tokens=2))
+first = s.schedule()
+print(f"schedule() #1: {first.num_scheduled_tokens}, chunk starts at {first.num_computed_tokens['doc']}")
+print("num_computed_tokens right after schedule(), no model has run:", s.requests["doc"].num_computed_tokens)
+second = s.schedule()  # planned on top of step 1, which has not even run
+print(f"schedule() #2: {second.num_scheduled_tokens}, chunk starts at {second.num_computed_tokens['doc']}")
+
+# %% [markdown]
 # **`ConstantList`**: a request exposes its tokens as read-only **live views**. Whoever holds the view sees
 # every token the request appends, but cannot change them.
 
