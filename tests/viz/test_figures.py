@@ -148,6 +148,14 @@ def test_chunk_size_curves_from_dicts_and_bench_results():
     assert_allclose(ttft.y, [1e3 / b for b in (64, 256, 512, 1024)])
     assert_allclose(bars(fig, "tokens per step").y, [1000 / 15, 100, 100, 100])  # 1000 // 64 = 15 steps
     assert fig.layout.xaxis.type == "log"
+    # Titles say what the data does: throughput here is 74.4, 100, 74.4, 23.2 tokens/s.
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [
+        "TTFT p50: falls",
+        "TPOT p50: rises",
+        "output throughput: peaks inside the range",
+        "mean tokens per step: rises",  # 66.7, then 100 three times
+    ]
     bench = [{"point": {"max_num_batched_tokens": b}, "metrics": m} for b, m in metrics.items()]
     assert list(F.chunk_size_curves(bench).data[0].y) == list(ttft.y)
     with pytest.raises(ValueError, match="no value for 'max_num_batched_tokens'"):
@@ -195,3 +203,12 @@ def test_theme_is_transparent_labelled_and_okabe_ito(scene_trace):
         assert all(c in palette or c.startswith("rgba") or c.startswith("#") for c in colours)
         assert colours & palette
     assert math.isfinite(median_step(scene_trace))
+
+
+def test_curve_titles_never_claim_a_shape_the_data_lacks():
+    from minivllm.viz.figures.curves import trend
+
+    assert trend([100, 101, 99, 100.5]) == "flat (within ±5%)"  # the case the book's "inverted U" title hid
+    assert trend([1, 2, 3]) == "rises" and trend([3, 2, 2]) == "falls"
+    assert trend([1, 3, 2]) == "peaks inside the range" and trend([3, 1, 2]) == "dips inside the range"
+    assert trend([1, 3, 1, 3]) == "goes up and down" and trend([5]) == "one point"

@@ -1,10 +1,9 @@
 """Curves over runs and over time (§11.7, §11.9).
 
-* :func:`chunk_size_curves` (§11.7): the four curves of a chunk-size sweep. As the budget
-  (max_num_batched_tokens) grows, TTFT falls (prompts finish in fewer steps), TPOT rises
-  (decodes share steps with bigger chunks), throughput is an inverted U (tiny chunks pay the
-  step overhead again and again, huge ones stall decodes and preempt) and utilisation (mean
-  tokens per step) plateaus once the workload cannot fill bigger steps.
+* :func:`chunk_size_curves` (§11.7): the four curves of a chunk-size sweep: TTFT, TPOT, output
+  throughput and mean tokens per step against the budget (max_num_batched_tokens). The book expects
+  TTFT to fall, TPOT to rise, throughput to be an inverted U and utilisation to plateau; each panel's
+  title says what its own data does (:func:`trend`), so a flat line is titled flat.
 * :func:`latency_cdfs`: TTFT and TPOT distributions of one or more runs.
 * :func:`queue_kv_over_time`: running / waiting queue lengths and KV-cache usage per step.
 """
@@ -22,13 +21,36 @@ from minivllm.metrics.trace import EngineTrace
 from minivllm.viz.figures.theme import FONT_COLOUR, GREY, OKABE_ITO, SEQUENCE, message_figure, style
 
 MS = 1e3
-# (panel title, [(metric key, line label, dash)], scale, y-axis title)
+# (panel name, [(metric key, line label, dash)], scale, y-axis title); the title adds the first line's trend
 PANELS = (
-    ("TTFT falls", [("ttft_p50", "TTFT p50", "solid"), ("ttft_p99", "TTFT p99", "dash")], MS, "TTFT (ms)"),
-    ("TPOT rises", [("tpot_p50", "TPOT p50", "solid"), ("tpot_p99", "TPOT p99", "dash")], MS, "TPOT (ms)"),
-    ("throughput: an inverted U", [("output_throughput", "output tok/s", "solid")], 1.0, "output tokens / s"),
-    ("utilisation plateaus", [("tokens_per_step", "tokens per step", "solid")], 1.0, "mean tokens per step"),
+    ("TTFT p50", [("ttft_p50", "TTFT p50", "solid"), ("ttft_p99", "TTFT p99", "dash")], MS, "TTFT (ms)"),
+    ("TPOT p50", [("tpot_p50", "TPOT p50", "solid"), ("tpot_p99", "TPOT p99", "dash")], MS, "TPOT (ms)"),
+    ("output throughput", [("output_throughput", "output tok/s", "solid")], 1.0, "output tokens / s"),
+    ("mean tokens per step", [("tokens_per_step", "tokens per step", "solid")], 1.0, "mean tokens per step"),
 )
+FLAT = 0.05  # a curve whose values stay within +-5% of their mean is called flat
+
+
+def trend(ys: Sequence[float]) -> str:
+    """What a curve does as x grows, in words: flat (within FLAT), rises, falls, peaks or dips inside the
+    range, or goes up and down. NaNs are left out."""
+    ys = [y for y in ys if not math.isnan(y)]
+    if len(ys) < 2:
+        return "one point"
+    mean = sum(ys) / len(ys)
+    if mean == 0 or (max(ys) - min(ys)) <= 2 * FLAT * abs(mean):
+        return f"flat (within ±{FLAT:.0%})"
+    steps = [b - a for a, b in zip(ys, ys[1:])]
+    if all(d >= 0 for d in steps):
+        return "rises"
+    if all(d <= 0 for d in steps):
+        return "falls"
+    top, bottom = ys.index(max(ys)), ys.index(min(ys))
+    if 0 < top < len(ys) - 1 and all(d >= 0 for d in steps[:top]) and all(d <= 0 for d in steps[top:]):
+        return "peaks inside the range"
+    if 0 < bottom < len(ys) - 1 and all(d <= 0 for d in steps[:bottom]) and all(d >= 0 for d in steps[bottom:]):
+        return "dips inside the range"
+    return "goes up and down"
 
 
 def tokens_per_step(metrics: Mapping[str, float]) -> float:
@@ -73,11 +95,16 @@ def chunk_size_curves(
     if not points:
         return message_figure("No sweep results: run one engine per chunk size first.", title)
     xs = [p[0] for p in points]
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[p[0] for p in PANELS], vertical_spacing=0.2)
+
+    def values(key: str, scale: float) -> list[float]:
+        return [(tokens_per_step(m) if key == "tokens_per_step" else _number(m.get(key))) * scale for _, m in points]
+
+    titles = [f"{name}: {trend(values(lines[0][0], scale))}" for name, lines, scale, _ in PANELS]
+    fig = make_subplots(rows=2, cols=2, subplot_titles=titles, vertical_spacing=0.2)
     for i, (_, lines, scale, y_title) in enumerate(PANELS):
         row, col = divmod(i, 2)
         for j, (key, label, dash) in enumerate(lines):
-            ys = [(tokens_per_step(m) if key == "tokens_per_step" else _number(m.get(key))) * scale for _, m in points]
+            ys = values(key, scale)
             fig.add_trace(
                 go.Scatter(
                     x=xs,
