@@ -45,9 +45,11 @@ MAX_MODEL_LEN = 2048
 #
 # ### 11.1.1 The user complaint · 用户的抱怨
 #
-# - `run_scene` (from `minivllm.cli.demo`): 4 chats start; after 4 steps a 1,536-token prompt lands; greedy.
+# - `run_scene` (from `minivllm.cli.demo`): 4 chats start; after 4 steps a 1,531-token prompt lands (a
+#   document cut to `LONG_TOKENS - 16` = 1,520 tokens, then an 11-token instruction); greedy.
 # - Run 1, **no chunking**: `enable_chunked_prefill=False` and a budget of `max_model_len` tokens, so a
-#   prompt runs whole, in one step (as in V0 without chunked prefill).
+#   prompt runs whole, in one step, with the chats' decodes in the same step. (This is V1 with chunking
+#   off, not V0: V0's default scheduler ran a prompt in a step of its own, see §11.2.4.)
 # - Run 2, **chunked prefill**: a budget of 128 tokens per step; the prompt is cut into chunks. (A small
 #   budget because a CPU step is slow; §11.2.2 tries 64-1,024 at GPU scale.)
 # - Same model weights, same requests; only the scheduler settings differ.
@@ -226,6 +228,82 @@ r_off, r_on = sim[None][0], sim[BUDGET][0]
 print(f"no chunking: the chats' worst gap is {r_off['itl_max'] * 1e3:.1f} ms = one step with the whole prompt")
 print(f"budget {BUDGET}: worst gap {r_on['itl_max'] * 1e3:.1f} ms, "
       f"{r_off['itl_max'] / r_on['itl_max']:.1f}x shorter")
+
+# %% [markdown]
+# ### 11.2.4 Three ways to mix prefill and decode · 三种混合方式
+#
+# - The book's list (§11.2, SARATHI-Serve's observations): "把 prefill 独立批处理（prefill-only batch）会让
+#   decode 流暂停"; "把 prefill 全量塞到 decode batch 里会让 decode TPOT 爆炸"; "把 prefill 切块后再混入
+#   decode batch 是最佳折中".
+# - Three schedulers on the same scene:
+#   1. **prefill-only steps**: `minivllm.baselines.PrefillFirstScheduler`, vLLM V0's default scheduler (and
+#      what nano-vllm and mini-sglang do today). A waiting prompt runs first, whole, in a step of its own;
+#      the chats decode only in steps with no prompt.
+#   2. **whole prompt in the decode batch**: V1 with `enable_chunked_prefill=False` (run 1 of §11.1).
+#   3. **chunked and mixed**: V1 with a budget of 128 tokens (run 2 of §11.1).
+# - First at GPU scale (simulated, so checked), then on the real model.
+
+# %%
+from minivllm.baselines import PrefillFirstScheduler
+from minivllm.metrics.summary import summarize
+
+
+def sim_prefill_first():
+    """The simulator with vLLM V0's default scheduler (whole prompts, prefill-only steps)."""
+    config = EngineConfig.from_kwargs(max_num_seqs=16, max_model_len=MAX_MODEL_LEN, enable_chunked_prefill=False,
+                                      max_num_batched_tokens=MAX_MODEL_LEN)
+    return LLMEngine(config, model_runner=SimRunner(a100, config=config), scheduler_cls=PrefillFirstScheduler)
+
+
+engine = sim_prefill_first()
+v0 = (run_scene(engine, tok, LONG_TOKENS, arrive_after=ARRIVE_AFTER, chat_tokens=CHAT_TOKENS), engine.trace)
+WAYS = ["prefill-only steps (V0)", "whole prompt mixed (V1, no chunking)", f"chunked + mixed (V1, budget {BUDGET})"]
+three = dict(zip(WAYS, (v0, sim[None], sim[BUDGET])))
+
+
+def mixed_steps(trace):
+    """Steps that carry prompt tokens and decodes together."""
+    return sum(bool(s.prefill_tokens and s.decode_tokens) for s in trace.steps)
+
+
+print(f"{'':38} {'gap p50':>8} {'gap p99':>8} {'gap max':>8} {'long TTFT':>10} {'out tok/s':>9} {'mixed steps':>11}")
+for way, (r, trace) in three.items():
+    print(f"{way:38} {r['itl_p50'] * 1e3:>5.1f} ms {r['itl_p99'] * 1e3:>5.1f} ms {r['itl_max'] * 1e3:>5.1f} ms "
+          f"{r['ttft_long'] * 1e3:>7.1f} ms {summarize(trace).output_throughput:>9.0f} {mixed_steps(trace):>11}")
+
+# %%
+fig = gantt_compare({way: trace for way, (_, trace) in three.items()},
+                    title="§11.1's scene under the three schedulers (simulated Llama-2-7B on an A100)")
+fig
+
+# %% [markdown]
+# - Prefill-only steps: the prompt's step carries no decode at all, so every chat misses it. The worst gap
+#   (103.7 ms) is the prompt's step plus the decode step after it; the long prompt starts at once, and its
+#   TTFT is the lowest of the three, by a hair.
+# - Whole prompt mixed: the chats ride in the prompt's step, which saves them that one decode step (94.4 ms),
+#   but the step still lasts as long as the whole prompt. That gap is the book's "TPOT 爆炸": ten times the
+#   9 ms of a decode step, once per arriving prompt.
+# - Chunked + mixed: no step is longer than the budget allows, so no gap is (13.6 ms). The long prompt's
+#   TTFT pays for it (1.78x, §11.2.3). Output throughput is the same within 3% for all three: the three
+#   ways move the same work around.
+# - The most-asked question about small engines, "why do decodes stall when a new prompt arrives?", is
+#   row 1: a prefill-first scheduler stops every decode for the length of every new prompt.
+# - The same three on the real model (wall clock; the two V1 runs are §11.1's):
+
+# %%
+engine = build_engine(loaded, False, BUDGET, MAX_MODEL_LEN, scheduler_cls=PrefillFirstScheduler)
+real_v0 = (run_scene(engine, tok, LONG_TOKENS, arrive_after=ARRIVE_AFTER, chat_tokens=CHAT_TOKENS), engine.trace)
+del engine
+real_three = dict(zip(WAYS, (real_v0, *runs.values())))
+for way, (r, trace) in real_three.items():
+    print(f"{way:38} {r['steps']} steps, {mixed_steps(trace)} of them mixed")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"{'':38} {'gap p50':>8} {'gap p99':>8} {'gap max':>8} {'long TTFT':>10} {'out tok/s':>9}")
+for way, (r, trace) in real_three.items():
+    print(f"{way:38} {r['itl_p50'] * 1e3:>5.0f} ms {r['itl_p99'] * 1e3:>5.0f} ms {r['itl_max'] * 1e3:>5.0f} ms "
+          f"{r['ttft_long']:>8.2f} s {summarize(trace).output_throughput:>9.1f}")
 
 # %% [markdown]
 # ### 11.2.3 The price · 代价

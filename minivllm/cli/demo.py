@@ -32,11 +32,12 @@ DOCUMENT = (
 )
 
 
-def build_engine(loaded, chunked: bool, budget: int, max_model_len: int) -> LLMEngine:
+def build_engine(loaded, chunked: bool, budget: int, max_model_len: int, scheduler_cls=None) -> LLMEngine:
     """A fresh engine (empty prefix cache) sharing the already-loaded model; without chunking the budget is a
-    whole max-length prompt."""
+    whole max-length prompt. ``scheduler_cls``: the V1 Scheduler by default, or a ``minivllm.baselines`` one."""
     return engine_args.build_engine(
         loaded=loaded,
+        scheduler_cls=scheduler_cls,
         model=loaded.hf_folder,
         device="cpu",
         dtype="float32",

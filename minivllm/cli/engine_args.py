@@ -36,6 +36,7 @@ from minivllm.config import (
 )
 
 if TYPE_CHECKING:
+    from minivllm.core.scheduler import Scheduler
     from minivllm.engine.llm_engine import LLMEngine
     from minivllm.model.loader import LoadedModel
     from minivllm.worker.base import ModelRunnerBase
@@ -149,6 +150,7 @@ def load_engine_model(model: str, device: str = "auto", dtype: str = "auto") -> 
 def build_engine(
     make_runner: Callable[[EngineConfig], ModelRunnerBase] | None = None,
     loaded: LoadedModel | None = None,
+    scheduler_cls: type[Scheduler] | None = None,
     **kwargs: Any,
 ) -> LLMEngine:
     """An LLMEngine for these engine arguments (vLLM's flat names, as :func:`engine_kwargs` gives them).
@@ -158,6 +160,7 @@ def build_engine(
     model runner (the simulator, a wrapper). Without ``max_model_len``, a loaded model's context length caps the
     default, as vLLM's ``_get_and_verify_max_len`` does: min(max_position_embeddings, DEFAULT_MAX_MODEL_LEN).
     """
+    from minivllm.core.scheduler import Scheduler
     from minivllm.engine.llm_engine import LLMEngine
 
     config = EngineConfig.from_kwargs(**kwargs)
@@ -173,4 +176,4 @@ def build_engine(
         runner = ModelRunner(config, loaded)
     else:
         runner = make_runner(config)
-    return LLMEngine(config, model_runner=runner)
+    return LLMEngine(config, model_runner=runner, scheduler_cls=scheduler_cls or Scheduler)
