@@ -151,10 +151,10 @@ def test_chunk_size_curves_from_dicts_and_bench_results():
     # Titles say what the data does: throughput here is 74.4, 100, 74.4, 23.2 tokens/s.
     titles = [a.text for a in fig.layout.annotations]
     assert titles == [
-        "TTFT p50: falls",
-        "TPOT p50: rises",
-        "output throughput: peaks inside the range",
-        "mean tokens per step: rises",  # 66.7, then 100 three times
+        "TTFT p50: falls, 15.6 → 0.977",
+        "TPOT p50: rises, 0.64 → 10.2",
+        "output throughput: falls, 80.8 → 23.2; highest at 256",
+        "mean tokens per step: rises, 66.7 → 100",
     ]
     bench = [{"point": {"max_num_batched_tokens": b}, "metrics": m} for b, m in metrics.items()]
     assert list(F.chunk_size_curves(bench).data[0].y) == list(ttft.y)
@@ -208,7 +208,10 @@ def test_theme_is_transparent_labelled_and_okabe_ito(scene_trace):
 def test_curve_titles_never_claim_a_shape_the_data_lacks():
     from minivllm.viz.figures.curves import trend
 
-    assert trend([100, 101, 99, 100.5]) == "flat (within ±5%)"  # the case the book's "inverted U" title hid
-    assert trend([1, 2, 3]) == "rises" and trend([3, 2, 2]) == "falls"
-    assert trend([1, 3, 2]) == "peaks inside the range" and trend([3, 1, 2]) == "dips inside the range"
-    assert trend([1, 3, 1, 3]) == "goes up and down" and trend([5]) == "one point"
+    x = [64, 128, 256, 512]
+    assert trend(x, [100, 101, 99, 100.5]) == "flat (within ±5%)"  # what the book's "inverted U" title hid
+    assert trend(x, [1, 2, 3, 4]) == "rises, 1 → 4"
+    assert trend(x, [4600, 2000, 1400, 1650]) == "falls, 4.6k → 1.65k; lowest at 256"
+    assert trend(x, [570, 640, 636, 630]) == "rises, 570 → 630"  # 640 is within 5% of the mean of the end
+    assert trend(x, [1, 3, 3, 1]) == "ends where it starts, 1 → 1; highest at 128"
+    assert trend(x[:1], [5]) == "one point"

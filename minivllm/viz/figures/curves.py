@@ -31,26 +31,29 @@ PANELS = (
 FLAT = 0.05  # a curve whose values stay within +-5% of their mean is called flat
 
 
-def trend(ys: Sequence[float]) -> str:
-    """What a curve does as x grows, in words: flat (within FLAT), rises, falls, peaks or dips inside the
-    range, or goes up and down. NaNs are left out."""
-    ys = [y for y in ys if not math.isnan(y)]
-    if len(ys) < 2:
+def _short(v: float) -> str:
+    return f"{v / 1e3:.3g}k" if abs(v) >= 1e3 else f"{v:.3g}"
+
+
+def trend(xs: Sequence[Any], ys: Sequence[float]) -> str:
+    """What a curve does as x grows, in words and its own numbers: flat (all values within FLAT of their
+    mean), else whether it rises or falls from the first point to the last, and where it is highest or
+    lowest when that is inside the range by more than FLAT. NaNs are left out."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if not math.isnan(y)]
+    if len(pairs) < 2:
         return "one point"
+    xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
     mean = sum(ys) / len(ys)
     if mean == 0 or (max(ys) - min(ys)) <= 2 * FLAT * abs(mean):
         return f"flat (within ±{FLAT:.0%})"
-    steps = [b - a for a, b in zip(ys, ys[1:])]
-    if all(d >= 0 for d in steps):
-        return "rises"
-    if all(d <= 0 for d in steps):
-        return "falls"
-    top, bottom = ys.index(max(ys)), ys.index(min(ys))
-    if 0 < top < len(ys) - 1 and all(d >= 0 for d in steps[:top]) and all(d <= 0 for d in steps[top:]):
-        return "peaks inside the range"
-    if 0 < bottom < len(ys) - 1 and all(d <= 0 for d in steps[:bottom]) and all(d >= 0 for d in steps[bottom:]):
-        return "dips inside the range"
-    return "goes up and down"
+    way = "rises" if ys[-1] > ys[0] else "falls" if ys[-1] < ys[0] else "ends where it starts"
+    words = f"{way}, {_short(ys[0])} → {_short(ys[-1])}"
+    top, bottom, ends = ys.index(max(ys)), ys.index(min(ys)), (ys[0], ys[-1])
+    if 0 < top < len(ys) - 1 and max(ys) - max(ends) > FLAT * abs(mean):
+        words += f"; highest at {xs[top]}"
+    elif 0 < bottom < len(ys) - 1 and min(ends) - min(ys) > FLAT * abs(mean):
+        words += f"; lowest at {xs[bottom]}"
+    return words
 
 
 def tokens_per_step(metrics: Mapping[str, float]) -> float:
@@ -99,7 +102,7 @@ def chunk_size_curves(
     def values(key: str, scale: float) -> list[float]:
         return [(tokens_per_step(m) if key == "tokens_per_step" else _number(m.get(key))) * scale for _, m in points]
 
-    titles = [f"{name}: {trend(values(lines[0][0], scale))}" for name, lines, scale, _ in PANELS]
+    titles = [f"{name}: {trend(xs, values(lines[0][0], scale))}" for name, lines, scale, _ in PANELS]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, vertical_spacing=0.2)
     for i, (_, lines, scale, y_title) in enumerate(PANELS):
         row, col = divmod(i, 2)
