@@ -322,6 +322,9 @@ for budget, (r, _) in sim.items():
               f"unchunked {base * 1e3:.1f} ms), chat worst gap {r['itl_max'] * 1e3:5.1f} ms")
 
 # %% [markdown]
+# - §11.1.4's table says the new request's TTFT "可能因为分多步略增" (may rise slightly, because it takes
+#   several steps). In this scene it rises by 6% at a budget of 1,024 and 2.5x at 64: "slightly" holds for
+#   budgets near the prompt's length, not for small ones. The rise is the price, and the budget sets it.
 # - The same comparison for the real CPU run of §11.1.1 (wall clock):
 
 # %%
