@@ -24,7 +24,7 @@ from __future__ import annotations
 from minivllm.config import SchedulerConfig
 from minivllm.core.output import SchedulerOutput
 from minivllm.core.scheduler import Scheduler, _StepDecisions
-from minivllm.request import Request, RequestStatus
+from minivllm.request import Request
 
 
 class PrefillFirstScheduler(Scheduler):
@@ -48,13 +48,9 @@ class PrefillFirstScheduler(Scheduler):
         self._schedule_prefills(step)
         if not (step.scheduled_new or step.scheduled_resumed):
             self._schedule_decodes(step)
-        total = sum(step.num_scheduled_tokens.values())
-        assert total <= self.max_num_scheduled_tokens and len(self.running) <= self.max_num_running_reqs
-        output = self._make_output(step, total)
-        for req_id, n in step.num_scheduled_tokens.items():
-            self.requests[req_id].num_computed_tokens += n
-        self.finished_req_ids = set()
-        self.preempted_since_last_step = set()
+        assert len(self.running) <= self.max_num_running_reqs
+        output = self._make_output(step)
+        self._update_after_schedule(step)
         return output
 
     def _schedule_prefills(self, step: _StepDecisions) -> None:
@@ -68,15 +64,7 @@ class PrefillFirstScheduler(Scheduler):
             new_blocks = self.kv_cache_manager.allocate_slots(request, n, computed_blocks)
             if new_blocks is None:
                 break  # out of blocks: wait for running requests to finish
-            self.waiting.popleft()
-            self.running.append(request)
-            resumed = request.status == RequestStatus.PREEMPTED
-            (step.scheduled_resumed if resumed else step.scheduled_new).append(request)
-            step.schedule(request, n, [b.block_id for b in computed_blocks + new_blocks])
-            request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_computed
-            if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_computed
+            self._admit(request, n, num_computed, computed_blocks + new_blocks, step)
 
     def _schedule_decodes(self, step: _StepDecisions) -> None:
         """One token for every running request, preempting from the tail when the KV cache is full."""

@@ -240,28 +240,35 @@ class Scheduler:
             new_blocks = self.kv_cache_manager.allocate_slots(request, n, computed_blocks)
             if new_blocks is None:
                 break  # out of blocks: wait for running requests to finish (no preemption here)
-            self.waiting.popleft()
-            self.running.append(request)
-            resumed = request.status == RequestStatus.PREEMPTED
-            (step.scheduled_resumed if resumed else step.scheduled_new).append(request)
-            step.schedule(request, n, [b.block_id for b in computed_blocks + new_blocks])
-            request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_computed
-            if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_computed
+            self._admit(request, n, num_computed, computed_blocks + new_blocks, step)
         self.waiting.extendleft(skipped)  # back to the head, in their original order
 
-        total = sum(step.num_scheduled_tokens.values())
-        assert total <= self.max_num_scheduled_tokens and step.token_budget >= 0
-        assert not (step.scheduled_new or step.scheduled_resumed) or len(self.running) <= self.max_num_running_reqs
-
         # (C) The output, then (D) advance: the tokens handed out now count as computed.
-        output = self._make_output(step, total)
+        output = self._make_output(step)
+        self._update_after_schedule(step)
+        return output
+
+    def _admit(
+        self, request: Request, n: int, num_computed: int, blocks: list[KVCacheBlock], step: _StepDecisions
+    ) -> None:
+        """The head of ``waiting`` starts running: ``num_computed`` prefix-hit tokens, ``n`` more this step."""
+        self.waiting.popleft()
+        self.running.append(request)
+        resumed = request.status == RequestStatus.PREEMPTED
+        (step.scheduled_resumed if resumed else step.scheduled_new).append(request)
+        step.schedule(request, n, [b.block_id for b in blocks])
+        request.status = RequestStatus.RUNNING
+        request.num_computed_tokens = num_computed
+        if request.num_cached_tokens < 0:
+            request.num_cached_tokens = num_computed
+
+    def _update_after_schedule(self, step: _StepDecisions) -> None:
+        """(D) The tokens handed out now count as computed (vLLM names this step ``_update_after_schedule``
+        from 0.9 on), and the finished / preempted ids have been sent."""
         for req_id, n in step.num_scheduled_tokens.items():
             self.requests[req_id].num_computed_tokens += n
         self.finished_req_ids = set()
         self.preempted_since_last_step = set()
-        return output
 
     def _allocate_or_preempt(
         self, request: Request, n: int, step: _StepDecisions
@@ -285,9 +292,12 @@ class Scheduler:
             if victim is request:
                 return None, num_undone
 
-    def _make_output(self, step: _StepDecisions, total: int) -> SchedulerOutput:
+    def _make_output(self, step: _StepDecisions) -> SchedulerOutput:
         """Assemble the SchedulerOutput from this step's decisions (before the advance)."""
         num_scheduled_tokens, spec = step.num_scheduled_tokens, step.scheduled_spec_decode_tokens
+        total = sum(num_scheduled_tokens.values())
+        assert total <= self.max_num_scheduled_tokens and step.token_budget >= 0
+        assert not (step.scheduled_new or step.scheduled_resumed) or len(self.running) <= self.max_num_running_reqs
         # §11.4.4: guided requests that sample this step get their grammar's allowed tokens.
         grammar_allowed = {
             req_id: r.grammar.allowed_token_ids()

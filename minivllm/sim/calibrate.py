@@ -45,15 +45,13 @@ class RepeatingRunner:
         return getattr(self.runner, name)
 
     def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
-        saved = {
-            r: (s, list(s.token_ids), s.num_computed_tokens, list(s.block_ids)) for r, s in self.runner.requests.items()
-        }
+        saved = {r: (s, list(s.token_ids), list(s.block_ids)) for r, s in self.runner.requests.items()}
         times = []
         for i in range(self.repeats):
             if i:
                 self.runner.requests = {}
-                for r, (state, tokens, computed, blocks) in saved.items():
-                    state.token_ids, state.num_computed_tokens, state.block_ids = list(tokens), computed, list(blocks)
+                for r, (state, tokens, blocks) in saved.items():
+                    state.token_ids, state.block_ids = list(tokens), list(blocks)
                     self.runner.requests[r] = state
             t0 = self.timer()
             result = self.runner.execute_model(out)
