@@ -16,9 +16,11 @@
 # # Chapter 11.3-11.4 · The token budget and one scheduling path · 令牌预算与统一调度路径
 #
 # - §11.3: each step has a **token budget** (`max_num_batched_tokens`); we replay a small run step by step
-#   and see how decodes and prefill chunks share it.
-# - §11.4: vLLM V1 has **one** scheduling path. There is no prefill method, no decode method, no phase
-#   field: a request is tokens plus one integer, and chunking off is the same `schedule()`.
+#   and see how decodes and prefill chunks share it. §11.3.1: vLLM V1 has **one** scheduling path, no
+#   prefill or decode method, and chunking off is the same `schedule()`.
+# - §11.4: a request's whole progress is one integer, `num_computed_tokens`, for its prompt and its
+#   output alike; its tokens are read-only views (§11.4.3); a guided request waits in WAITING_FOR_FSM
+#   (§11.4.4).
 # - The small runs use the real Scheduler on the simulator (virtual clock, deterministic); §11.4.4 runs the
 #   real model.
 
@@ -59,7 +61,7 @@ trace = engine.trace
 print(f"{len(trace.steps)} steps, budget {trace.steps[0].token_budget} tokens per step")
 
 # %% [markdown]
-# ## 11.3 The token budget · 令牌预算
+# ## 11.3 V1's unified token budget · V1 的统一 token budget 实现
 #
 # - Every step the scheduler starts with `max_num_batched_tokens` tokens to hand out (here 64).
 # - **(A) RUNNING first**, in order: each request gets `min(tokens it still needs, budget left)`: 1 for a
@@ -68,7 +70,7 @@ print(f"{len(trace.steps)} steps, budget {trace.steps[0].token_budget} tokens pe
 # - So the decodes never wait for a prompt, and a prompt's chunk is whatever the decodes left.
 #   (`long_prefill_token_threshold` can cap one request's chunk further; off here.)
 #
-# ### 11.3.1 Step by step · 逐步回放
+# ### Step by step · 逐步回放
 #
 # - The player shows one step at a time: the whole run's chunk schedule on top (a red line marks the step),
 #   and below, the tokens each request got in that step.
@@ -96,7 +98,7 @@ for k in range(len(trace.steps)):
 # - When a document finishes its prompt it samples a token and joins the decodes.
 
 # %% [markdown]
-# ### 11.3.2 The chunk schedule · 分块调度图
+# ### The chunk schedule · 分块调度图
 #
 # - The same run as one picture: per step, decode tokens (blue) at the bottom, one orange block per prefill
 #   chunk, under the dashed budget line.
@@ -127,7 +129,7 @@ for s in trace.steps[:7]:
     print(f"step {s.step}: {s.num_scheduled_tokens:>2} tokens, {s.duration * 1e3:5.2f} ms (simulated)")
 
 # %% [markdown]
-# ## 11.4 One scheduling path (V0 vs V1) · 统一的调度路径（V0 与 V1）
+# ### 11.3.1 V0 vs V1: the size of the code · V0 vs V1 的代码量对比
 #
 # - **V0** (`vllm/core/scheduler.py`) had two top-level policies, `_schedule_default` and
 #   `_schedule_chunked_prefill`, built from `_schedule_prefills`, `_schedule_running` and
@@ -135,14 +137,15 @@ for s in trace.steps[:7]:
 # - **V1** (`vllm/v1/core/sched/scheduler.py`; `minivllm/core/scheduler.py` here) has one `schedule()`: a
 #   running loop and a waiting loop, both asking one question: how many tokens may this request advance?
 #
-# ### 11.4.1 No prefill or decode branch · 没有预填充/解码分支
+# #### 11.3.1.1 No prefill or decode branch · 没有预填充/解码分支
 #
 # - Read the source: no method is named after a phase, and the words "prefill" / "decode" occur once in
-#   `schedule()`, in the chunking-off rule (§11.4.2).
+#   `schedule()`, in the chunking-off rule (§11.3.1.2).
 
 # %%
 import inspect
 import re
+from pathlib import Path
 
 from minivllm.core.scheduler import Scheduler
 
@@ -161,7 +164,7 @@ for line in src.splitlines():
 print(inspect.getsource(Scheduler._num_new_tokens))
 
 # %% [markdown]
-# ### 11.4.2 Chunking off: the same schedule() · 关闭分块：还是同一个 schedule()
+# #### 11.3.1.2 Chunking off: the same schedule() · 关闭分块：还是同一个 schedule()
 #
 # - Turn chunking off (`enable_chunked_prefill=False`, budget = `max_model_len` = 256) and run the same scene.
 # - Record which functions of `scheduler.py` run in each configuration (`sys.setprofile`): the same list.
@@ -224,30 +227,47 @@ step2 = run_small(budget=256)[0].trace.steps[2]
 print("chunking on, budget 256, step 2: prefill", step2.prefill_tokens, "+", len(step2.decode_tokens), "decodes")
 
 # %% [markdown]
-# ### 11.4.3 One integer per request · 每个请求一个整数
+# - The book's table, with minivllm's column read from its own source (line counts are live, so they
+#   change with the code; §11.10.1 in 11_9 compares the files line by line):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+scheduler_lines = len(Path(SCHEDULER_FILE).read_text().splitlines())
+rows = [("专用调度方法 dedicated chunked method", "_schedule_chunked_prefill", "none", "none"),
+        ("调度入口 entry point", "chunked_prefill_enabled branch", "schedule()", "schedule()"),
+        ("chunk 上限 chunk cap", "enable_chunking passed to helpers", "min(num_new_tokens, token_budget)",
+         "_num_new_tokens: min(...)"),
+        ("请求状态 request state", "SequenceGroup / Sequence", "Request.num_computed_tokens",
+         "Request.num_computed_tokens"),
+        ("源码体量 scheduler lines", "2060", "841", str(scheduler_lines))]  # fmt: skip
+print(f"{'':38} {'V0 (book)':34} {'V1 (book)':34} minivllm")
+for row in rows:
+    print(f"{row[0]:38} {row[1]:34} {row[2]:34} {row[3]}")
+
+# %%
+chunked_only = [n for n in vars(Scheduler) if "chunk" in n.lower()]
+print("methods of minivllm's Scheduler with 'chunk' in the name:", chunked_only)
+print("scheduler.py is shorter than V1's 841 lines:", scheduler_lines < 841)
+
+# %% [markdown]
+# ## 11.4 num_computed_tokens: the one state of a resumable prefill · num_computed_tokens：断点续传的唯一状态
 #
-# - A `Request` holds its tokens and `num_computed_tokens`. No phase field, no chunk counter: "prefill" means
-#   the integer is far behind `num_tokens`, "decode" means it is one behind.
+# - The book: "Chunked Prefill 的”状态”就是这一个整数" (the whole state of chunked prefill is this one
+#   integer). A `Request` holds its tokens and `num_computed_tokens`; the KV cache holds the rest.
+# - How far doc0's `num_computed_tokens` moved in each step of the chunked run (`run_small` read it from
+#   the live request after every step):
 
 # %%
-from minivllm.request import ConstantList, Request
-
-req = Request("r", list(range(100)), SamplingParams(max_tokens=5))
-print("fields:", sorted(vars(req)))
-print("fields about a phase or chunk:", [f for f in vars(req) if re.search("prefill|decode|phase|chunk", f)])
-
-# %% [markdown]
-# - `num_computed_tokens / num_tokens` of doc0 and chat0 after every step of the chunked run (`run_small`
-#   read them from the live requests):
-
-# %%
-for step, row in enumerate(progress):
-    doc = row.get("doc0", (0, 0))
-    print(f"after step {step}: doc0 {doc[0]:>3}/{doc[1]:<3}  chat0 {row['chat0'][0]:>2}/{row['chat0'][1]}")
+doc_steps = [b[0] - a[0] for a, b in zip([(0, 0)] + [r["doc0"] for r in progress if "doc0" in r],
+                                         [r["doc0"] for r in progress if "doc0" in r])]  # fmt: skip
+while doc_steps[-1] == 0:  # rows after doc0 finished repeat its last value
+    doc_steps.pop()
+print("doc0's integer moved by:", doc_steps)
 
 # %% [markdown]
-# - doc0 climbs by chunks (61, 61, 61, 17) and then by one per step, like chat0: the same integer, the
-#   same rule.
+# - doc0 climbs by chunks (61, 61, 61, 17), the chunk sizes the budget left it, then by one per output
+#   token (§11.4.1). Nothing else about its progress is recorded anywhere.
+#
 # - **When the integer moves.** The book: "每完成一个块，num_computed_tokens += chunk_size" (after each
 #   chunk *completes*). V1 moves it earlier: at the end of `schedule()`, for every scheduled request, by
 #   all its scheduled tokens (drafts included), before the model has run (`vllm/v1/core/sched/scheduler.py`,
@@ -268,8 +288,55 @@ second = s.schedule()  # planned on top of step 1, which has not even run
 print(f"schedule() #2: {second.num_scheduled_tokens}, chunk starts at {second.num_computed_tokens['doc']}")
 
 # %% [markdown]
-# **`ConstantList`**: a request exposes its tokens as read-only **live views**. Whoever holds the view sees
-# every token the request appends, but cannot change them.
+# ### 11.4.1 Decodes use the same field · Decode 阶段也走同一个字段
+#
+# - After its prompt, doc0 keeps climbing by one token per step, exactly like chat0, which was decoding
+#   from the start: the book's "同一个”计算进度”的连续演化" (one progress, evolving without a break).
+
+# %%
+for step, row in enumerate(progress):
+    doc = f"{row['doc0'][0]:>3}/{row['doc0'][1]:<3}" if "doc0" in row else "  (not here)"
+    print(f"after step {step:>2}: doc0 {doc}  chat0 {row['chat0'][0]:>2}/{row['chat0'][1]}")
+prompt_done = next(i for i, r in enumerate(progress) if r.get("doc0", (0, 1))[0] >= PROMPTS["doc0"])
+finished = next(i for i, r in enumerate(progress) if r.get("doc0", (0, 1))[0] == PROMPTS["doc0"] + OUTPUTS["doc0"] - 1)
+tail = [r["doc0"][0] for r in progress[prompt_done : finished + 1]]
+print("after its prompt doc0 advances by", sorted({b - a for a, b in zip(tail, tail[1:])}), "per step")
+print("(with speculative decoding it advances by 1 + accepted drafts: 11_8 §11.8.2)")
+
+# %% [markdown]
+# ### 11.4.2 The flat philosophy of one integer · 这一个整数的”扁平哲学”
+#
+# - The book's "❌ 过度设计" (over-design) would be a `RequestProgress` with a phase, a chunk counter and
+#   flags. minivllm's `Request`, like vLLM's, has none: the phase is derived from the integer.
+
+# %%
+from minivllm.request import ConstantList, Request
+
+req = Request("r", list(range(100)), SamplingParams(max_tokens=5))
+print("fields:", sorted(vars(req)))
+print("fields about a phase or chunk:", [f for f in vars(req) if re.search("prefill|decode|phase|chunk", f)])
+
+
+def phase(r):
+    """The phase, derived: still in the prompt, or producing output."""
+    return "prompt" if r.num_computed_tokens < r.num_prompt_tokens else "output"
+
+
+for done in (0, 64, 99, 100):
+    req.num_computed_tokens = done
+    print(f"num_computed_tokens {done:>3} of {req.num_prompt_tokens} prompt tokens -> {phase(req)}")
+
+# %% [markdown]
+# ### 11.4.3 Request's fields and the two token lists · Request 的源码字段与双重 token 列表
+#
+# - As in `vllm/v1/request.py`: `prompt_token_ids`, a private `_output_token_ids` and a private
+#   `_all_token_ids` (prompt + outputs, a copy of the prompt to start with); `num_tokens` is the length of
+#   the second, and that is what `num_computed_tokens` is compared with.
+
+# %% [markdown]
+# - **`ConstantList`**: a request exposes its tokens as read-only **live views**. Whoever holds the view
+#   sees every token the request appends, but cannot change them; `append_output_token_ids` is the only
+#   writer and updates both lists at once.
 
 # %%
 req = Request("r", [1, 2, 3], SamplingParams(max_tokens=5))
@@ -283,9 +350,10 @@ for mutate in (lambda: view.append(7), lambda: view.__setitem__(0, 9), lambda: r
     except TypeError as e:
         print("mutation refused:", e)
 print("still", view, "| is a ConstantList:", isinstance(req.output_token_ids, ConstantList))
+print("num_tokens == len(all_token_ids) == prompt + outputs:", req.num_tokens == len(view) == 3 + 1)
 
 # %% [markdown]
-# ### 11.4.4 WAITING_FOR_FSM: waiting for a grammar · 等待语法编译
+# ### 11.4.4 WAITING_FOR_FSM, the first state of a guided request · WAITING_FOR_FSM 初始状态
 #
 # - A request with `guided_choice` (its output must be one of a few strings) needs a grammar, compiled on a
 #   background thread (`minivllm.structured_output.GrammarCompiler`).
@@ -374,8 +442,8 @@ print(f"the grammar was ready after {time.perf_counter() - start:.2f} s; the gui
 #   take 1, unfinished prompts a chunk), then WAITING ones; a chunk is what the budget has left.
 # - **One path:** V1's `schedule()` has no prefill or decode branch; `_num_new_tokens` is all of chunked
 #   prefill, and chunking off is one `if` in the waiting loop, not another scheduler.
-# - **One integer:** a request's progress is `num_computed_tokens`; its tokens are exposed as read-only live
-#   views (`ConstantList`).
+# - **One integer:** a request's progress is `num_computed_tokens`, for its prompt and its output alike,
+#   moved when a step is scheduled; its tokens are exposed as read-only live views (`ConstantList`).
 # - **WAITING_FOR_FSM:** a guided request whose grammar is still compiling is passed over without losing
 #   its place; the others keep running.
 
