@@ -41,15 +41,17 @@ BUDGET = 128  # token budget per step with chunked prefill (max_num_batched_toke
 MAX_MODEL_LEN = 2048
 
 # %% [markdown]
-# ## 11.1 Prefill blocking · 预填充阻塞问题
+# ## 11.1 Prefill blocking, in one number · 预填充阻塞问题：用一个数字认识它
 #
-# ### 11.1.1 The user complaint · 用户的抱怨
+# ### 11.1.1 A typical complaint · 一个典型投诉
 #
+# - The book's complaint: "所有正在说话的助手同时停顿，然后又恢复" (every assistant that is talking
+#   pauses at the same moment, then carries on). We stage it and measure the pause.
 # - `run_scene` (from `minivllm.cli.demo`): 4 chats start; after 4 steps a 1,531-token prompt lands (a
 #   document cut to `LONG_TOKENS - 16` = 1,520 tokens, then an 11-token instruction); greedy.
 # - Run 1, **no chunking**: `enable_chunked_prefill=False` and a budget of `max_model_len` tokens, so a
 #   prompt runs whole, in one step, with the chats' decodes in the same step. (This is V1 with chunking
-#   off, not V0: V0's default scheduler ran a prompt in a step of its own, see §11.2.4.)
+#   off, not V0: V0's default scheduler ran a prompt in a step of its own, see §11.2.3.)
 # - Run 2, **chunked prefill**: a budget of 128 tokens per step; the prompt is cut into chunks. (A small
 #   budget because a CPU step is slow; §11.2.2 tries 64-1,024 at GPU scale.)
 # - Same model weights, same requests; only the scheduler settings differ.
@@ -88,8 +90,10 @@ print("worst chat gap without chunking is at least 3x the chunked one:", off["it
 #   carries a chunk), but no single gap holds the whole prompt.
 
 # %% [markdown]
-# ### 11.1.2 Why: one step holds the whole prompt · 原因：一步装下整个提示
+# ### 11.1.2 Why prefill "owns" the GPU · 为什么预填充会”独占” GPU
 #
+# - The book: "GPU 的一次 step 只有一个 wall-clock 时间" (a step has one wall-clock time, shared by every
+#   request in it).
 # - An engine step is one forward pass over every scheduled token; each running chat gets its next token
 #   only when the step ends.
 # - Without chunking the long prompt's 1,531 tokens and the 4 chats' decode tokens share one step, so the
@@ -122,7 +126,7 @@ for label, (_, trace) in runs.items():
     print(f"{label:20}", "  ".join(f"step {s.step}: {s.duration * 1e3:.0f} ms" for s in window))
 
 # %% [markdown]
-# ### 11.1.3 The latency Gantt · 延迟甘特图
+# ### 11.1.3 A latency spike · 一个延迟尖峰示意
 #
 # - One row per request, both runs on one time axis (ms): orange = prefill chunk, blue = decode step,
 #   purple = a decode step longer than 3x the run's median step (a stall).
@@ -148,7 +152,80 @@ for label, trace in real_traces.items():
           f"tokens, {widest.duration * 1e3:.0f} ms); decode steps drawn as stalls: {stalled}")
 
 # %% [markdown]
-# ## 11.2 SARATHI: chunked prefill with piggybacked decodes · SARATHI：分块预填充与捎带解码
+# ### 11.1.4 The intuition of chunked prefill · 分块预填充的直觉
+#
+# - The book: cut the long prefill into pieces, "每一 step 只处理一段 prefill，再和 decode 混在一起" (each
+#   step runs one piece of the prefill, mixed with the decodes). That is run 2.
+# - The book's table, filled in with the two runs of §11.1.1 (wall clock on this machine, so the numbers
+#   move from run to run; §11.2.2 and §11.2.4 give the deterministic GPU-scale version):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def book_table(off, trace_off, on, trace_on):
+    rows = [("Decode 单步最大延迟 (worst chat gap)", f"{off['itl_max'] * 1e3:.0f} ms", f"{on['itl_max'] * 1e3:.0f} ms"),
+            ("Decode p99 抖动 (chat gap p99)", f"{off['itl_p99'] * 1e3:.0f} ms", f"{on['itl_p99'] * 1e3:.0f} ms"),
+            ("新请求 TTFT (long prompt)", f"{off['ttft_long']:.2f} s", f"{on['ttft_long']:.2f} s"),
+            ("总吞吐 (output tok/s)", f"{summarize(trace_off).output_throughput:.1f}",
+             f"{summarize(trace_on).output_throughput:.1f}")]  # fmt: skip
+    print(f"{'指标 metric':40} {'不分块 no chunking':>20} {'分块 chunked':>14}")
+    for name, a, b in rows:
+        print(f"{name:40} {a:>20} {b:>14}")
+
+
+from minivllm.metrics.summary import summarize
+
+book_table(off, trace_off, on, trace_on)
+
+# %%
+biggest = {label: max(s.num_scheduled_tokens for s in trace.steps) for label, (_, trace) in runs.items()}
+print("largest step, in tokens:", biggest)
+print(f"with chunking no step holds more than the budget of {BUDGET} tokens:", biggest[f"chunked, budget {BUDGET}"] <= BUDGET)
+
+# %% [markdown]
+# - The book's rows hold here: the worst gap is "被 chunk 上限限制" (bounded by the chunk), the p99 is
+#   smoother, the new request's TTFT rises. By how much it rises is §11.2.4: far more than "略增"
+#   (slightly) when the budget is small.
+# - The book's conclusion: "目标不是让每个请求都更快，而是把长尾延迟平滑化" (the goal is not to make every
+#   request faster but to flatten the tail).
+#
+# ### 11.1.5 The trade-off as users feel it · 心理学层面的权衡
+#
+# - The book's three points, each as a number from the same two runs: stable latency (the spread of the
+#   chats' gaps), a spike (worst gap against the typical one) and the crowd effect (how many chats stall
+#   in the same step).
+
+# %%
+def feel(trace):
+    chats = [trace.requests[f"chat{i}"] for i in range(4)]
+    gaps = [g for r in chats for g in r.itls]
+    mean = sum(gaps) / len(gaps)
+    spread = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
+    worst_ends = {r.token_times[1 + r.itls.index(max(r.itls))] for r in chats}  # when each chat's worst gap ended
+    return spread, max(gaps) / sorted(gaps)[len(gaps) // 2], len(chats), len(worst_ends)
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for label, (_, trace) in runs.items():
+    spread, spike, n, ends = feel(trace)
+    print(f"{label:20} gap spread (std/mean) {spread:.2f}; worst gap = {spike:.1f}x the median gap; "
+          f"the {n} chats' worst gaps end at {ends} distinct moment(s)")
+
+# %%
+print("without chunking the 4 chats' worst gaps all end in the same step:", feel(trace_off)[3] == 1)
+
+# %% [markdown]
+# - "稳定的延迟——用户会适应" (a steady latency, users adapt to): the chunked run's gaps are longer than a
+#   pure decode step but even. "尖峰感知" (spikes are what people notice): without chunking the worst gap
+#   is tens of median gaps. "群体效应" (the crowd effect): without chunking every chat stalls in the same
+#   step, so the whole service seems to hiccup at once, the complaint of §11.1.1.
+
+# %% [markdown]
+# ## 11.2 Background: SARATHI-Serve's key contribution · 学术背景：SARATHI-Serve 的关键贡献
+#
+# - The book lists the papers' four observations: online serving mixes prefill and decode; prefill-only
+#   batches pause the decodes; a whole prefill inside the decode batch blows up TPOT; chunked prefill
+#   mixed into the decode batch is the best compromise. §11.2.3 runs the last three side by side.
 #
 # - SARATHI (Agrawal et al., 2023) builds **decode-maximal batches**: one prefill chunk plus as many
 #   decodes as fit (arXiv:2308.16369).
@@ -159,7 +236,17 @@ for label, trace in real_traces.items():
 #   10x decode throughput overall.
 # - vLLM V1 does this with no special code: decodes are served first, a chunk takes what is left of the
 #   token budget (§11.3), and both run in the same forward pass.
-#
+# - The book: V1 "直接把 enable_chunked_prefill 设为 True" (turns chunked prefill on by default). So does
+#   minivllm:
+
+# %%
+from minivllm.config import EngineConfig
+
+default = EngineConfig.from_kwargs()
+print("enable_chunked_prefill:", default.scheduler_config.enable_chunked_prefill,
+      "| max_num_batched_tokens:", default.scheduler_config.max_num_batched_tokens)
+
+# %% [markdown]
 # ### 11.2.1 Piggybacking in one step · 一步之内的捎带
 #
 # - At GPU scale we price steps with the simulator's cost model, preset `llama2_7b_a100` (Llama-2-7B on an
@@ -230,7 +317,7 @@ print(f"budget {BUDGET}: worst gap {r_on['itl_max'] * 1e3:.1f} ms, "
       f"{r_off['itl_max'] / r_on['itl_max']:.1f}x shorter")
 
 # %% [markdown]
-# ### 11.2.4 Three ways to mix prefill and decode · 三种混合方式
+# ### 11.2.3 Three ways to mix prefill and decode · 三种混合方式
 #
 # - The book's list (§11.2, SARATHI-Serve's observations): "把 prefill 独立批处理（prefill-only batch）会让
 #   decode 流暂停"; "把 prefill 全量塞到 decode batch 里会让 decode TPOT 爆炸"; "把 prefill 切块后再混入
@@ -284,7 +371,7 @@ fig
 #   but the step still lasts as long as the whole prompt. That gap is the book's "TPOT 爆炸": ten times the
 #   9 ms of a decode step, once per arriving prompt.
 # - Chunked + mixed: no step is longer than the budget allows, so no gap is (13.6 ms). The long prompt's
-#   TTFT pays for it (1.78x, §11.2.3). Output throughput is the same within 3% for all three: the three
+#   TTFT pays for it (1.78x, §11.2.4). Output throughput is the same within 3% for all three: the three
 #   ways move the same work around.
 # - The most-asked question about small engines, "why do decodes stall when a new prompt arrives?", is
 #   row 1: a prefill-first scheduler stops every decode for the length of every new prompt.
@@ -306,7 +393,7 @@ for way, (r, trace) in real_three.items():
           f"{r['ttft_long']:>8.2f} s {summarize(trace).output_throughput:>9.1f}")
 
 # %% [markdown]
-# ### 11.2.3 The price · 代价
+# ### 11.2.4 The price: TTFT against the budget · 代价：TTFT 与预算
 #
 # - Chunking is not free for the long request: its time to first token grows as the budget shrinks.
 #   - every chunk pays the per-step overhead again;
