@@ -60,7 +60,14 @@ def _check_str(name: str, value: Any, allowed: str) -> None:
 
 @dataclass
 class SchedulerConfig:
-    """How the scheduler spends each step's token budget (vLLM ``SchedulerConfig``)."""
+    """How the scheduler spends each step's token budget (vLLM ``SchedulerConfig``).
+
+    ``scheduler_reserve_full_isl`` is a later-vLLM rule (PR #37307, ``vllm/config/scheduler.py``, True by
+    default there): a waiting or preempted request is admitted only when the free KV blocks can hold its whole
+    current sequence (prompt + outputs so far, less prefix-cache hits), not just its first chunk; this stops the
+    admit-then-preempt thrash of chunked prefill under KV pressure (§11.8.3). It is off by default here because
+    minivllm mirrors vLLM 0.8.5, which checks the first chunk's blocks only.
+    """
 
     max_num_batched_tokens: int | None = None  # the token budget per step
     max_num_seqs: int | None = None  # at most this many requests RUNNING at once
@@ -68,6 +75,7 @@ class SchedulerConfig:
     long_prefill_token_threshold: int = 0  # cap on one request's tokens per step; 0 = off
     enable_chunked_prefill: bool = True  # V1 default
     policy: str = "fcfs"  # or "priority" (vLLM 0.9.x)
+    scheduler_reserve_full_isl: bool = False  # admit only if the whole sequence fits (later vLLM; 0.8.5: off)
 
     def __post_init__(self) -> None:
         if self.max_model_len is None:
@@ -91,6 +99,7 @@ class SchedulerConfig:
         assert self.max_model_len is not None and self.max_num_seqs is not None
         assert self.max_num_batched_tokens is not None
         _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, self.max_model_len)
+        _check_bool("scheduler_reserve_full_isl", self.scheduler_reserve_full_isl)
         if not isinstance(self.policy, str) or self.policy not in SCHEDULING_POLICIES:
             raise ValueError(f"policy must be one of {SCHEDULING_POLICIES}, got {self.policy!r}.")
         if self.max_num_batched_tokens < self.max_model_len and not self.enable_chunked_prefill:

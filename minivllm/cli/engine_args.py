@@ -66,6 +66,9 @@ HELP = {  # field -> what its flag means; where the default is None, what None m
     "long_prefill_token_threshold": "at most this many prompt tokens of one request per step; 0 = no cap",
     "enable_chunked_prefill": "split long prompts into chunks that share steps with decodes",
     "policy": "fcfs or priority",
+    "scheduler_reserve_full_isl": "admit a waiting request only if KV blocks for its whole prompt fit now, not just "
+    "its first chunk (later vLLM's rule against admit-then-preempt thrash, on by default there; off here as in "
+    "vLLM 0.8.5)",
     "num_speculative_tokens": "n-gram (prompt lookup) draft tokens proposed per step; 0 = no speculative decoding",
     "prompt_lookup_max": "longest n-gram looked up in the request's own tokens",
     "prompt_lookup_min": "shortest n-gram looked up in the request's own tokens",

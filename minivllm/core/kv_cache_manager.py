@@ -94,12 +94,17 @@ class KVCacheManager:
         num_tokens: int,
         new_computed_blocks: list[KVCacheBlock] | None = None,
         num_lookahead_tokens: int = 0,
+        full_sequence_must_fit: bool = False,
     ) -> list[KVCacheBlock] | None:
         """Make room for ``num_tokens`` more tokens of ``request``.
 
         Returns the newly allocated blocks, or None (touching nothing) when the
         pool cannot supply them. Hit blocks are referenced *before* new blocks are
         popped, so a hit can never be evicted to serve the same request.
+
+        ``full_sequence_must_fit`` (later vLLM's admission gate, §11.8.3): also answer None unless the free
+        blocks could hold the request's whole sequence (``request.num_tokens``, hit blocks counted as
+        present). Only the check grows: the blocks allocated are still those of the ``num_tokens``.
         """
         if num_tokens <= 0:
             raise ValueError("num_tokens must be greater than 0")
@@ -111,7 +116,12 @@ class KVCacheManager:
         num_new_blocks = num_required_blocks - len(req_blocks) - len(new_computed_blocks)
         # Hit blocks that sit in the free list stop being free once touched.
         num_evictable_computed_blocks = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
-        if num_new_blocks > self.block_pool.get_num_free_blocks() - num_evictable_computed_blocks:
+        num_free_blocks = self.block_pool.get_num_free_blocks() - num_evictable_computed_blocks
+        if full_sequence_must_fit:
+            num_full_blocks = cdiv(min(request.num_tokens, self.max_model_len), self.block_size)
+            if num_full_blocks - len(req_blocks) - len(new_computed_blocks) > num_free_blocks:
+                return None
+        if num_new_blocks > num_free_blocks:
             return None
 
         if self.enable_caching:

@@ -1,7 +1,8 @@
 """Scheduler: one token budget per step, RUNNING first, then WAITING (§11.3, §11.4, §11.5, §11.8).
 
 Mirrors ``vllm/v1/core/sched/scheduler.py`` (v0.8.5; the priority policy and the
-"chunking off" admission rule as in 0.9.2). There is no prefill phase and no
+"chunking off" admission rule as in 0.9.2; ``scheduler_reserve_full_isl`` as in later vLLM, see
+:meth:`Scheduler.reconfigure`). There is no prefill phase and no
 decode phase: each request only has ``num_computed_tokens`` chasing
 ``num_tokens_with_spec``, and a step hands out tokens so that it catches up.
 Chunking is nothing but the ``min()`` chain in :meth:`_num_new_tokens`.
@@ -56,6 +57,8 @@ class Scheduler:
     def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig) -> None:
         if cache_config.num_gpu_blocks is None:
             raise ValueError("cache_config.num_gpu_blocks must be set before building the Scheduler.")
+        self.block_size = cache_config.block_size
+        self.num_usable_blocks = cache_config.num_gpu_blocks - 1  # block 0 is the null block
         self.reconfigure(scheduler_config)
         self.kv_cache_manager = KVCacheManager(
             num_gpu_blocks=cache_config.num_gpu_blocks,
@@ -73,7 +76,14 @@ class Scheduler:
 
     def reconfigure(self, scheduler_config: SchedulerConfig) -> None:
         """Take a new (validated) SchedulerConfig; it applies from the next schedule() on.
-        max_model_len and the policy cannot change while requests are queued under them."""
+        max_model_len and the policy cannot change while requests are queued under them.
+
+        ``scheduler_reserve_full_isl`` (later vLLM, PR #37307; True by default there, off here because minivllm
+        mirrors 0.8.5): the waiting loop admits a request only if the free blocks can hold its whole current
+        sequence, ``allocate_slots(..., full_sequence_must_fit=True)``; otherwise admission stops for the step,
+        as after a failed allocation (nobody is preempted). With it on, a sequence longer than the whole pool
+        could never be admitted and would wait forever, so the scheduler refuses ``max_model_len`` above the
+        pool's capacity, as vLLM's engine does at start-up (LLMEngine refuses it whatever the flag)."""
         old = getattr(self, "scheduler_config", None)
         if old is not None and (scheduler_config.max_model_len, scheduler_config.policy) != (
             old.max_model_len,
@@ -83,6 +93,14 @@ class Scheduler:
         sc = scheduler_config
         # SchedulerConfig.__post_init__ resolves these from the other settings when they are left None.
         assert sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None and sc.max_model_len is not None
+        capacity = self.num_usable_blocks * self.block_size
+        if sc.scheduler_reserve_full_isl and sc.max_model_len > capacity:
+            raise ValueError(
+                f"scheduler_reserve_full_isl=True needs max_model_len ({sc.max_model_len}) <= the KV cache's "
+                f"capacity ({capacity} tokens = {self.num_usable_blocks} usable blocks x {self.block_size}): a "
+                "longer request could never fit whole and would wait forever. Lower max_model_len, give the "
+                "cache more blocks, or turn scheduler_reserve_full_isl off."
+            )
         self.scheduler_config = sc
         self.max_num_running_reqs: int = sc.max_num_seqs
         self.max_num_scheduled_tokens: int = sc.max_num_batched_tokens
@@ -237,9 +255,11 @@ class Scheduler:
             if not self.scheduler_config.enable_chunked_prefill and n < request.num_tokens - num_computed:
                 skipped.appendleft(self.waiting.popleft())  # chunking off: it waits whole
                 continue
-            new_blocks = self.kv_cache_manager.allocate_slots(request, n, computed_blocks)
+            new_blocks = self.kv_cache_manager.allocate_slots(
+                request, n, computed_blocks, full_sequence_must_fit=self.scheduler_config.scheduler_reserve_full_isl
+            )
             if new_blocks is None:
-                break  # out of blocks: wait for running requests to finish (no preemption here)
+                break  # out of blocks (or, reserving, for the whole sequence): wait; no preemption here
             self._admit(request, n, num_computed, computed_blocks + new_blocks, step)
         self.waiting.extendleft(skipped)  # back to the head, in their original order
 

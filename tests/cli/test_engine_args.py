@@ -57,6 +57,20 @@ def test_bench_and_serve_accept_the_same_engine_flags():
         assert [p[name] for p in bench.parse_sweeps(parser, [f"{flag_name(name)[2:]}={text}"])] == values
 
 
+def test_scheduler_reserve_full_isl_flag_is_a_bool_off_by_default_and_says_so():
+    arg = ENGINE_ARGS["scheduler_reserve_full_isl"]
+    assert arg.flag == "--scheduler-reserve-full-isl" and arg.type is bool and arg.default is False
+    assert "later vLLM" in arg.help and "0.8.5" in arg.help
+    parser = server.build_parser()
+    on = engine_kwargs(parser.parse_args(["--scheduler-reserve-full-isl"]))
+    assert on["scheduler_reserve_full_isl"] is True
+    assert EngineConfig.from_kwargs(**on).scheduler_config.scheduler_reserve_full_isl is True
+    off = engine_kwargs(parser.parse_args(["--no-scheduler-reserve-full-isl"]))
+    assert off["scheduler_reserve_full_isl"] is False
+    assert "scheduler_reserve_full_isl" not in engine_kwargs(parser.parse_args([]))  # the config's False
+    assert EngineConfig().scheduler_config.scheduler_reserve_full_isl is False
+
+
 def test_only_and_exclude_pick_the_flags():
     p = argparse.ArgumentParser()
     assert add_engine_args(p, only=["max_num_seqs", "enable_chunked_prefill", "seed"], exclude=["seed"]) == (
