@@ -59,7 +59,7 @@ for req_id in ("req_A", "req_B", "req_C"):
           f"= {computed[req_id] + n:>4} context")
 
 # %% [markdown]
-# ## 11.6 Varlen batch metadata · 变长批次元数据
+# ## 11.6 The FlashAttention backend's mixed batch · FlashAttention backend 的混合批实现
 #
 # ### 11.6.1 One flat batch · 一个扁平批次
 #
