@@ -6,8 +6,9 @@ import pytest
 
 from minivllm.metrics.trace import EngineTrace
 from minivllm.sim.run import TOY_COST_MODEL, make_runner, simulate
+from minivllm.viz.figures.blocks import LABEL_LIMIT, MARGIN_X_PX, MIN_CELL_PX
 from minivllm.viz.widgets.explorer import ConfigExplorer
-from minivllm.viz.widgets.player import StepPlayer
+from minivllm.viz.widgets.player import OUTPUT_WIDTH, PLAYER_WIDTH, SCREEN_WIDTH, StepPlayer
 from minivllm.viz.widgets.recovery_app import RecoveryExplorer
 from tests.helpers.viz import make_engine, requests
 
@@ -56,6 +57,26 @@ def test_player_on_an_empty_trace_says_so():
     assert p.slider.disabled and p.play.disabled
     assert "no steps" in p.info.value and "no steps" in p.summary()
     assert p.state()["step"] is None
+
+
+@pytest.mark.parametrize("num_blocks", [12, 40, 300, 1200])
+def test_player_fits_a_1366_px_screen_with_every_block_drawn(num_blocks):
+    engine = make_engine(budget=64, blocks=num_blocks, record=True)
+    engine.run(requests([("a", 40, 4, 0.0), ("b", 70, 4, 0.0)]))
+    p = StepPlayer(engine.trace)
+    assert p.schedule.layout.width <= PLAYER_WIDTH <= OUTPUT_WIDTH < SCREEN_WIDTH  # JupyterLab takes the rest
+    width = p.blocks.layout.width
+    assert p.step_fig.layout.width + width <= PLAYER_WIDTH
+    z = p.blocks.data[0].z
+    ncols = len(z[0])
+    assert sum(v is not None for row in z for v in row) == num_blocks  # every block has its cell
+    cell = (width - MARGIN_X_PX) / ncols  # the margins leave this much per column
+    assert cell >= MIN_CELL_PX[num_blocks > LABEL_LIMIT]
+    p.slider.value = p.slider.max
+    assert len(p.blocks.data[0].z[0]) == ncols  # the same grid after a step
+    assert (
+        p.step_fig.layout.title.text == f"step {p.slider.max}: {engine.trace.steps[-1].num_scheduled_tokens}/64 tokens"
+    )
 
 
 def test_explorer_reruns_on_every_control():

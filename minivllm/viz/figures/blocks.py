@@ -41,8 +41,27 @@ def category(block: Mapping[str, Any]) -> int:
     return 4 if block["ref_cnt"] > 1 else 3
 
 
+LABEL_LIMIT = 256  # pools up to this size get the block id written in each cell
+MIN_CELL_PX = (24, 8)  # narrowest cell, with a label (a 3-digit id at font size 10) and without
+MARGIN_X_PX = 70 + 30 + 45  # style()'s left and right margins, plus the row labels and their axis title
+MARGIN_Y_PX = 95 + 55 + 20  # style()'s top (title, legend) and bottom margins, plus the x axis title
+
+
 def default_columns(num_blocks: int) -> int:
     return 16 if num_blocks <= 256 else 32 if num_blocks <= 1024 else 64
+
+
+def fitted_columns(num_blocks: int, width: int) -> int:
+    """Columns of a block map ``width`` px wide: ``default_columns``, fewer where a cell would be narrower than
+    ``MIN_CELL_PX``; the blocks wrap into as many rows as they need."""
+    min_cell = MIN_CELL_PX[0] if num_blocks <= LABEL_LIMIT else MIN_CELL_PX[1]
+    return max(1, min(default_columns(num_blocks), (width - MARGIN_X_PX) // min_cell))
+
+
+def fitted_height(num_blocks: int, width: int, ncols: int) -> int:
+    """Height that gives square cells across the whole plot width (at most 900 px: then the cells shrink)."""
+    cell = (width - MARGIN_X_PX) / ncols
+    return min(900, round(MARGIN_Y_PX + cell * math.ceil(num_blocks / ncols)))
 
 
 @dataclass
@@ -109,14 +128,20 @@ def kv_block_map(
     height: int | None = None,
     highlight: Sequence[int] = (),
     highlight_name: str = "selected blocks",
+    width: int | None = None,
 ) -> go.Figure:
     """One cell per KV block, coloured free / cached-and-free / in use / shared; hover for details.
-    ``highlight`` block ids get an outline (trace 1, always present, so widgets can move it)."""
+    ``highlight`` block ids get an outline (trace 1, always present, so widgets can move it).
+    With ``width`` (px) the figure is that wide and its columns and height come from the number of blocks
+    (``fitted_columns``, ``fitted_height``): every block is drawn inside it, however large the pool."""
     title = title or "KV block map (§11.5)"
     if not snapshot:
         return message_figure(
             "No block-pool snapshot: build the engine with record_block_pool=True (small pools only).", title
         )
+    if width is not None:
+        ncols = ncols or fitted_columns(len(snapshot), width)
+        height = height or fitted_height(len(snapshot), width, ncols)
     data = block_map_data(snapshot, block_tables, ncols)
     nrows, ncols = len(data.z), len(data.z[0])
     fig = go.Figure(
@@ -125,7 +150,7 @@ def kv_block_map(
             text=data.text,
             hovertext=data.hover,
             hoverinfo="text",
-            texttemplate="%{text}" if len(snapshot) <= 256 else None,
+            texttemplate="%{text}" if len(snapshot) <= LABEL_LIMIT else None,
             textfont=dict(size=10),
             colorscale=_colorscale(),
             zmin=-0.5,
@@ -165,7 +190,10 @@ def kv_block_map(
         scaleanchor="x",
         range=[nrows - 0.5, -0.5],
     )
-    return style(fig, title, height=height or min(900, 170 + (66 if ncols <= 16 else 34) * nrows))
+    style(fig, title, height=height or min(900, 170 + (66 if ncols <= 16 else 34) * nrows))
+    if width is not None:
+        fig.update_layout(width=width)
+    return fig
 
 
 def kv_block_map_at(trace: EngineTrace, step: int, title: str | None = None) -> go.Figure:

@@ -5,6 +5,10 @@ step seen from the requests (prefill / decode / draft tokens each) and, when the
 recorded with ``record_block_pool=True``, the KV block map after that step. Play and the
 slider are joined with ``widgets.link`` (kernel side: works in pytest and in Colab); every
 figure changes inside one ``batch_update``.
+
+Every figure has a fixed width, so the player fits a 1366-px-wide screen in JupyterLab
+(``PLAYER_WIDTH``); the block map wraps its blocks into as many rows as the pool needs
+(``blocks.fitted_columns``), and on a narrower screen the block map moves under the step chart.
 """
 
 from __future__ import annotations
@@ -15,15 +19,21 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from minivllm.metrics.trace import EngineTrace
-from minivllm.viz.figures.blocks import block_map_data, kv_block_map
+from minivllm.viz.figures.blocks import block_map_data, fitted_columns, kv_block_map
 from minivllm.viz.figures.schedule import chunk_schedule, step_view
 from minivllm.viz.figures.theme import COLOURS, OKABE_ITO, message_figure, style
 from minivllm.viz.widgets.base import message_html
 
 EMPTY = "This trace has no steps: run the engine first (e.g. engine.run(workload.requests))."
+SCREEN_WIDTH = 1366  # a common laptop screen, the narrowest the player is laid out for
+# What JupyterLab 4.6 leaves to a cell's output on that screen with its file browser open (as it opens by
+# default; measured in Chromium): the side bars, the prompt column and the padding take the rest.
+OUTPUT_WIDTH = 934
+PLAYER_WIDTH = 920  # every figure of the player fits in this
+STEP_WIDTH = 360  # the step chart; the block map gets the rest of the row
 
 
-def step_figure(view: dict | None = None) -> go.Figure:
+def step_figure(view: dict | None = None, width: int | None = None) -> go.Figure:
     """Horizontal stacked bars: tokens each request got in one step (three traces: prefill, decode, spec)."""
     view = view or {"requests": [], "prefill": [], "decode": [], "spec": [], "title": ""}
     fig = go.Figure(
@@ -42,7 +52,12 @@ def step_figure(view: dict | None = None) -> go.Figure:
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="tokens in this step", rangemode="tozero")
     fig.update_yaxes(autorange="reversed", title="request")
-    return style(fig, view["title"], height=360)
+    return style(fig, short_title(view["title"]), height=360, width=width)
+
+
+def short_title(title: str) -> str:
+    """The step chart's title: the first part of ``step_view``'s (the info line above shows all of it)."""
+    return title.split(" · ")[0]
 
 
 class StepPlayer:
@@ -61,6 +76,7 @@ class StepPlayer:
             self.step_fig = go.FigureWidget(message_figure(EMPTY, "Step (§11.3)"))
         else:
             sched = chunk_schedule(trace, height=320)
+            sched.update_layout(width=PLAYER_WIDTH)
             top = max(max(s.token_budget, s.num_scheduled_tokens) for s in trace.steps)
             sched.add_trace(
                 go.Scatter(
@@ -73,15 +89,20 @@ class StepPlayer:
                 )
             )
             self.schedule = go.FigureWidget(sched)
-            self.step_fig = go.FigureWidget(step_figure(step_view(trace, 0)))
+            self.step_fig = go.FigureWidget(step_figure(step_view(trace, 0), width=STEP_WIDTH))
         self.blocks = None
         if self.has_blocks:
             s = trace.steps[0]
-            self.blocks = go.FigureWidget(kv_block_map(s.block_pool, s.block_tables, "KV block map (§11.5)"))
+            assert s.block_pool is not None
+            width = PLAYER_WIDTH - STEP_WIDTH
+            self.block_cols = fitted_columns(len(s.block_pool), width)
+            fig = kv_block_map(s.block_pool, s.block_tables, "KV block map (§11.5)", ncols=self.block_cols, width=width)
+            self.blocks = go.FigureWidget(fig)
         self.slider.observe(self._render, names="value")
         self._render()
         lower = [self.step_fig] + ([self.blocks] if self.blocks is not None else [])
-        self.ui = W.VBox([W.HBox([self.play, self.slider]), self.info, self.schedule, W.HBox(lower)])
+        row = W.HBox(lower, layout=W.Layout(flex_flow="row wrap"))  # narrower screens: the map goes below
+        self.ui = W.VBox([W.HBox([self.play, self.slider]), self.info, self.schedule, row])
 
     def _render(self, change: Any = None) -> None:
         if not self.trace.steps:
@@ -93,10 +114,10 @@ class StepPlayer:
         with self.step_fig.batch_update():
             for tr, kind in zip(self.step_fig.data, ("decode", "spec", "prefill")):
                 tr.y, tr.x = view["requests"], view[kind]
-            self.step_fig.layout.title.text = view["title"]
+            self.step_fig.layout.title.text = short_title(view["title"])
         if self.blocks is not None:
             s = self.trace.steps[k]
-            data = block_map_data(s.block_pool, s.block_tables)
+            data = block_map_data(s.block_pool, s.block_tables, self.block_cols)
             with self.blocks.batch_update():
                 heat = self.blocks.data[0]
                 heat.z, heat.text, heat.hovertext = data.z, data.text, data.hover
