@@ -1,5 +1,8 @@
 """Step-time cost model for the simulator, its presets and calibrate() (§11.7).
 
+Utilisation (the fraction of peak compute a step uses) is in :mod:`minivllm.sim.utilisation`,
+from the FLOP fields here (``peak_flops``, ``flops_per_token``, ``attn_flops_per_pair``).
+
 One engine step is priced from its shape, a list of ``(query_len, context_len)``
 per scheduled request (``context_len`` = tokens already in the KV cache):
 
@@ -52,6 +55,9 @@ class CostModel:
     kv_read_s_per_byte: float = 0.0  # per byte of KV cache read (1 / effective bandwidth)
     kv_bytes_per_token: int = 0  # 2 (K, V) * layers * kv_heads * head_dim * bytes per element
     kv_cache_bytes: int = 0  # KV capacity: decides the number of blocks in the simulator
+    peak_flops: float = 0.0  # the device's peak FLOP/s (dense bf16); 0: unknown (no utilisation)
+    flops_per_token: float = 0.0  # linear-layer FLOPs per scheduled token, 2 x linear parameters
+    attn_flops_per_pair: float = 0.0  # attention FLOPs per causal (query, key) pair, 4 x layers x d_model
     vocab_size: int = 49152
     max_model_len: int = 8192
     meta: dict[str, Any] = field(default_factory=dict)  # sources, derivation, calibration report

@@ -15,6 +15,7 @@ from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.metrics.trace import EngineTrace
 from minivllm.sim.cost_model import CostModel
+from minivllm.sim.memory import MemoryModel
 from minivllm.sim.sim_runner import SimRunner
 
 DEFAULT_PRESET = "llama2_7b_a100"
@@ -90,12 +91,23 @@ def simulate(
     preset: str | None = DEFAULT_PRESET,
     record_block_pool: bool = False,
     max_steps: int = 20000,
+    memory: MemoryModel | None = None,
     **engine_kwargs: Any,
 ) -> SimResult:
-    """Build an engine from vLLM-named ``engine_kwargs``, run ``requests``, never raise for bad input."""
+    """Build an engine from vLLM-named ``engine_kwargs``, run ``requests``, never raise for bad input.
+
+    ``memory`` (opt-in, §11.7): size the KV cache as vLLM's profiling run would, from the GPU memory
+    minus weights minus the activation peak of a ``max_num_batched_tokens`` batch; it cannot be
+    combined with an explicit ``num_gpu_blocks``."""
     engine_kwargs.setdefault("model", "none")
+    if memory is not None and engine_kwargs.get("num_gpu_blocks") is not None:
+        return SimResult(None, "Invalid setting: give either memory or num_gpu_blocks, not both.")
     try:
         config = EngineConfig.from_kwargs(**engine_kwargs)
+        if memory is not None:
+            sc, cc = config.scheduler_config, config.cache_config
+            assert sc.max_num_batched_tokens is not None
+            cc.num_gpu_blocks = memory.num_blocks(sc.max_num_batched_tokens, sc.max_num_seqs, cc.block_size)
     except ValueError as e:
         return SimResult(None, f"Invalid setting: {e}")
     try:

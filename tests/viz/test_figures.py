@@ -162,6 +162,29 @@ def test_chunk_size_curves_from_dicts_and_bench_results():
         F.sweep_points([{"point": {}, "metrics": {}}])
 
 
+def test_chunk_size_curves_plot_the_utilisation_when_every_point_has_one():
+    util = {64: 0.17, 256: 0.21, 1024: 0.222, 4096: 0.222}
+    metrics = {b: {"ttft_p50": 1 / b, "tpot_p50": b * 1e-5, "output_throughput": 800.0, "utilisation": u}
+               for b, u in util.items()}  # fmt: skip
+    fig = F.chunk_size_curves(metrics)
+    assert_allclose(bars(fig, "% of peak FLOP/s").y, [17, 21, 22.2, 22.2])
+    assert fig.layout.annotations[3].text == (
+        "compute utilisation, % of peak: rises, 17 → 22.2; levels off from 256 (within ±5%)"
+    )
+    metrics[64].pop("utilisation")  # one point without: the old panel, titled as what it is
+    titles = [a.text for a in F.chunk_size_curves(metrics).layout.annotations]
+    assert titles[3].startswith("mean tokens per step")
+
+
+def test_trend_says_where_a_curve_levels_off_only_when_asked():
+    from minivllm.viz.figures.curves import trend
+
+    x = [64, 128, 256, 512, 1024]
+    assert trend(x, [10, 20, 30, 31, 30.5], plateau=True) == "rises, 10 → 30.5; levels off from 256 (within ±5%)"
+    assert trend(x, [10, 20, 30, 31, 30.5]) == "rises, 10 → 30.5"
+    assert trend(x, [10, 20, 30, 40, 50], plateau=True) == "rises, 10 → 50"  # never levels off
+
+
 def test_cdfs_and_queue_series(scene_trace):
     fig = F.latency_cdfs({"run": scene_trace})
     ttft = sorted(r.ttft * 1e3 for r in scene_trace.requests.values())

@@ -99,23 +99,35 @@ def test_explorer_reruns_on_every_control():
     assert e.settings["policy"] == "priority" and e.state()["ok"]
 
 
-@pytest.mark.parametrize(
-    ("control", "value", "expected"),
-    [
-        ("budget", 1, "max_num_batched_tokens (1) must be greater than or equal to max_num_seqs"),
-        ("num_blocks", 1, "num_gpu_blocks must be >= 2"),
-        ("num_blocks", 2, "larger than the number of tokens the KV cache can hold"),
-    ],
-)
-def test_explorer_extreme_values_give_a_message(control, value, expected):
+def test_explorer_offers_only_settings_the_engine_accepts():
+    e = ConfigExplorer(requests(SMALL), preset=None, max_model_len=4096, max_num_seqs=16)
+    assert min(e.budget.options) == 16 and 1 not in e.budget.options  # budget >= max_num_seqs
+    assert min(e.num_blocks.options) == 300  # (300 - 1) x 16 >= 4096 > (200 - 1) x 16
+    for control in (e.budget, e.threshold, e.num_blocks):
+        for value in control.options:
+            control.value = value
+            assert e.state()["ok"], (control.description, value, e.state()["message"])
+        control.value = control.options[len(control.options) // 2]
+    small = ConfigExplorer(requests(SMALL), preset=None, max_model_len=512, max_num_seqs=64)
+    assert min(small.budget.options) == 64 and max(small.threshold.options) == 512
+    with pytest.raises(ValueError, match="no value of max_num_batched_tokens is valid with .*max_num_seqs=10000"):
+        ConfigExplorer(requests(SMALL), preset=None, max_model_len=512, max_num_seqs=10_000)
+
+
+def test_explorer_shows_a_refused_setting_and_clears_it_on_a_valid_one():
     e = ConfigExplorer(requests(SMALL), preset=None, max_model_len=512)
-    getattr(e, control).value = value
+    e.fixed["max_num_seqs"] = 10_000  # a fixed setting changed after construction: no slider can fix it
+    e.budget.value = 1024
     st = e.state()
-    assert not st["ok"] and expected in st["message"] and expected in e.message.value.replace("&gt;", ">")
+    expected = "max_num_batched_tokens (1024) must be greater than or equal to max_num_seqs (10000)"
+    assert not st["ok"] and expected in st["message"] and expected in e.message.value
     assert len(e.fig.data) == 0 and expected in e.fig.layout.annotations[0].text
     assert st["metrics"] == {} and expected in e.summary()
-    e.budget.value, e.num_blocks.value = 256, 600  # and it recovers
+    e.fixed["max_num_seqs"] = 16
+    e.budget.value = 256  # and it recovers: the Gantt, no error left on it or above it
     assert e.state()["ok"] and len(e.fig.data) == 6
+    assert "Invalid" not in e.message.value
+    assert not any("Invalid" in (a.text or "") for a in e.fig.layout.annotations)
 
 
 def test_simulate_turns_a_rejected_request_into_a_message():

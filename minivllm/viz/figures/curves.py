@@ -1,9 +1,11 @@
 """Curves over runs and over time (§11.7, §11.9).
 
 * :func:`chunk_size_curves` (§11.7): the four curves of a chunk-size sweep: TTFT, TPOT, output
-  throughput and mean tokens per step against the budget (max_num_batched_tokens). The book expects
-  TTFT to fall, TPOT to rise, throughput to be an inverted U and utilisation to plateau; each panel's
-  title says what its own data does (:func:`trend`), so a flat line is titled flat.
+  throughput and compute utilisation (the share of peak FLOP/s, ``metrics["utilisation"]`` from
+  :func:`minivllm.sim.utilisation.trace_utilisation`) against the budget (max_num_batched_tokens);
+  results without a utilisation show mean tokens per step in the 4th panel, titled as such. The book
+  expects TTFT to fall, TPOT to rise, throughput to be an inverted U and utilisation to plateau; each
+  panel's title says what its own data does (:func:`trend`), so a flat line is titled flat.
 * :func:`latency_cdfs`: TTFT and TPOT distributions of one or more runs.
 * :func:`queue_kv_over_time`: running / waiting queue lengths and KV-cache usage per step.
 """
@@ -28,6 +30,8 @@ PANELS = (
     ("output throughput", [("output_throughput", "output tok/s", "solid")], 1.0, "output tokens / s"),
     ("mean tokens per step", [("tokens_per_step", "tokens per step", "solid")], 1.0, "mean tokens per step"),
 )
+# the 4th panel when every point has a "utilisation" (fraction of peak FLOP/s): shown in percent
+UTILISATION = ("compute utilisation, % of peak", [("utilisation", "% of peak FLOP/s", "solid")], 100.0, "% of peak")
 FLAT = 0.05  # a curve whose values stay within +-5% of their mean is called flat
 
 
@@ -35,10 +39,11 @@ def _short(v: float) -> str:
     return f"{v / 1e3:.3g}k" if abs(v) >= 1e3 else f"{v:.3g}"
 
 
-def trend(xs: Sequence[Any], ys: Sequence[float]) -> str:
+def trend(xs: Sequence[Any], ys: Sequence[float], plateau: bool = False) -> str:
     """What a curve does as x grows, in words and its own numbers: flat (all values within FLAT of their
     mean), else whether it rises or falls from the first point to the last, and where it is highest or
-    lowest when that is inside the range by more than FLAT. NaNs are left out."""
+    lowest when that is inside the range by more than FLAT. With ``plateau``, also where it levels off:
+    the first x from which at least the last 3 points stay within FLAT of their mean. NaNs are left out."""
     pairs = [(x, y) for x, y in zip(xs, ys) if not math.isnan(y)]
     if len(pairs) < 2:
         return "one point"
@@ -53,6 +58,13 @@ def trend(xs: Sequence[Any], ys: Sequence[float]) -> str:
         words += f"; highest at {xs[top]}"
     elif 0 < bottom < len(ys) - 1 and min(ends) - min(ys) > FLAT * abs(mean):
         words += f"; lowest at {xs[bottom]}"
+    if plateau:
+        for i in range(len(ys) - 3 + 1):
+            tail = ys[i:]
+            m = sum(tail) / len(tail)
+            if i > 0 and (max(tail) - min(tail)) <= 2 * FLAT * abs(m):
+                words += f"; levels off from {xs[i]} (within ±{FLAT:.0%})"
+                break
     return words
 
 
@@ -102,9 +114,14 @@ def chunk_size_curves(
     def values(key: str, scale: float) -> list[float]:
         return [(tokens_per_step(m) if key == "tokens_per_step" else _number(m.get(key))) * scale for _, m in points]
 
-    titles = [f"{name}: {trend(xs, values(lines[0][0], scale))}" for name, lines, scale, _ in PANELS]
+    has_util = all(m.get("utilisation") is not None for _, m in points)
+    panels = (*PANELS[:3], UTILISATION if has_util else PANELS[3])
+    titles = [
+        f"{name}: {trend(xs, values(lines[0][0], scale), plateau=lines[0][0] == 'utilisation')}"
+        for name, lines, scale, _ in panels
+    ]
     fig = make_subplots(rows=2, cols=2, subplot_titles=titles, vertical_spacing=0.2)
-    for i, (_, lines, scale, y_title) in enumerate(PANELS):
+    for i, (_, lines, scale, y_title) in enumerate(panels):
         row, col = divmod(i, 2)
         for j, (key, label, dash) in enumerate(lines):
             ys = values(key, scale)

@@ -3,8 +3,11 @@
 Every change reruns the real Scheduler on the same seeded workload (§11.1's scene: chats
 decoding, then long prompts land) in simulated time (SimRunner, cost-model preset; a
 timed FakeModelRunner when the simulator is missing), then redraws the Gantt and a metrics
-table. Settings keep vLLM's names. Impossible settings (budget 1 with 16 sequences, one KV
-block, ...) show vLLM's validation message instead of a figure.
+table. Settings keep vLLM's names. The sliders offer only values the engine accepts with the
+fixed settings (a budget of at least ``max_num_seqs``, a threshold of at most ``max_model_len``, a
+KV cache that holds one ``max_model_len`` request); a setting that is still refused (e.g. fixed
+values changed after construction) shows the config's message, naming the parameter and its range,
+in place of the figure, and a valid setting replaces it (redrawn through ``sync_figure``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,34 @@ from minivllm.viz.figures.gantt import latency_gantt
 from minivllm.viz.figures.theme import message_figure
 from minivllm.viz.widgets.base import message_html, metrics_table, sync_figure
 
-BUDGETS = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+BUDGETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 THRESHOLDS = (0, 16, 64, 128, 256, 512, 1024, 2048)
-NUM_BLOCKS = (1, 2, 256, 300, 400, 600, 1000, 2000, 4000)  # 256 x 16 < max_model_len: refused
+NUM_BLOCKS = (40, 100, 200, 300, 400, 600, 1000, 2000, 4000)
+
+
+def valid_options(max_model_len: int, max_num_seqs: int, block_size: int) -> dict[str, list[int]]:
+    """The slider values the engine accepts with these fixed settings (SchedulerConfig / LLMEngine rules):
+    max_num_batched_tokens >= max_num_seqs, long_prefill_token_threshold <= max_model_len, and
+    (num_gpu_blocks - 1) x block_size >= max_model_len (the null block holds nothing)."""
+    options = {
+        "max_num_batched_tokens": [b for b in BUDGETS if b >= max_num_seqs],
+        "long_prefill_token_threshold": [t for t in THRESHOLDS if t <= max_model_len],
+        "num_gpu_blocks": [n for n in NUM_BLOCKS if (n - 1) * block_size >= max_model_len],
+    }
+    empty = [name for name, values in options.items() if not values]
+    if empty:
+        raise ValueError(
+            f"no value of {empty[0]} is valid with max_model_len={max_model_len}, max_num_seqs={max_num_seqs}, "
+            f"block_size={block_size} (budgets {BUDGETS[0]}..{BUDGETS[-1]}, "
+            f"KV blocks {NUM_BLOCKS[0]}..{NUM_BLOCKS[-1]})."
+        )
+    return options
+
+
+def _pick(options: list[int], wanted: int) -> int:
+    return wanted if wanted in options else min(options, key=lambda v: abs(v - wanted))
+
+
 HEADLINE = ("ttft_p50", "ttft_p99", "tpot_p50", "itl_p99", "itl_max", "output_throughput", "num_preemptions")
 
 
@@ -39,14 +67,24 @@ class ConfigExplorer:
         self.requests = list(requests) if requests is not None else demo_workload()
         self.preset = preset
         self.fixed = dict(max_model_len=max_model_len, max_num_seqs=max_num_seqs, block_size=block_size)
+        opts = valid_options(max_model_len, max_num_seqs, block_size)
         wide = {"description_width": "initial"}
-        self.budget = W.SelectionSlider(options=BUDGETS, value=512, description="max_num_batched_tokens", style=wide)
+        budgets, thresholds, blocks = (
+            opts["max_num_batched_tokens"],
+            opts["long_prefill_token_threshold"],
+            opts["num_gpu_blocks"],
+        )
+        self.budget = W.SelectionSlider(
+            options=budgets, value=_pick(budgets, 512), description="max_num_batched_tokens", style=wide
+        )
         self.threshold = W.SelectionSlider(
-            options=THRESHOLDS, value=0, description="long_prefill_token_threshold", style=wide
+            options=thresholds, value=0, description="long_prefill_token_threshold", style=wide
         )
         self.chunked = W.ToggleButton(value=True, description="chunked prefill", icon="check")
         self.policy = W.ToggleButtons(options=("fcfs", "priority"), value="fcfs", description="policy")
-        self.num_blocks = W.SelectionSlider(options=NUM_BLOCKS, value=600, description="KV blocks", style=wide)
+        self.num_blocks = W.SelectionSlider(
+            options=blocks, value=_pick(blocks, 600), description="KV blocks", style=wide
+        )
         self.message = W.HTML()
         self.metrics_html = W.HTML()
         self.fig = go.FigureWidget(message_figure("running...", "Latency Gantt (§11.1.3)"))
