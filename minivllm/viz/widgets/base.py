@@ -10,25 +10,49 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping
+from copy import deepcopy
 
 import plotly.graph_objects as go
+from plotly.basedatatypes import BasePlotlyType
 
 from minivllm.viz.figures.theme import OKABE_ITO
 
 
+def _clear(obj: BasePlotlyType, keys: set[str]) -> None:
+    """Unset ``keys`` of a layout or trace: sent as ``null`` (container arrays such as annotations as ``[]``)."""
+    for key in keys:
+        obj[key] = None
+
+
 def sync_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
-    """Make ``fw`` show ``fig``: traces updated in place when their number and types match, else replaced."""
+    """Make ``fw`` show ``fig``, in Python and in every browser view of it.
+
+    Traces are updated in place when their number and types match, else replaced. The front end
+    applies plotly's messages as merges (``Plotly.update`` / ``relayout`` / ``restyle``, and
+    lodash ``set`` on the widget model): a key the new figure does not have stays on screen
+    unless it is sent as ``null``. So a key of the old layout or trace that ``fig`` lacks (the
+    "Invalid setting ..." or "running..." annotation of a message figure) is cleared explicitly,
+    and the rest goes in with ``update(..., overwrite=True)``: one ``update`` message carries the
+    layout and the restyles. ``_widget_layout`` / ``_widget_data`` (the state a view starts from
+    when it is created later, e.g. after a page reload) are refreshed too; plotly refreshes them
+    only when the FigureWidget itself is displayed, never when it sits inside a VBox.
+    """
     same = len(fw.data) == len(fig.data) and all(a.type == b.type for a, b in zip(fw.data, fig.data))
+    layout = fig.layout.to_plotly_json()
     with fw.batch_update():
         if same:
             for tr, new in zip(fw.data, fig.data):
                 spec = new.to_plotly_json()
                 spec.pop("uid", None)
+                _clear(tr, set(tr.to_plotly_json()) - set(spec) - {"uid", "type"})
                 tr.update(spec, overwrite=True)
         else:
             fw.data = ()
             fw.add_traces(list(fig.data))
-        fw.layout = fig.layout
+        _clear(fw.layout, set(fw.layout.to_plotly_json()) - set(layout))
+        fw.layout.update(layout, overwrite=True)
+    fw._widget_layout = deepcopy(fw._layout_obj._props)
+    fw._widget_data = deepcopy(fw._data)
 
 
 def message_html(text: str, level: str = "info") -> str:

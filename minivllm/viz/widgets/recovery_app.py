@@ -24,6 +24,11 @@ from minivllm.viz.figures.timeline import RecoveryEvent, recovery_events
 from minivllm.viz.widgets.base import message_html, sync_figure
 
 
+def step_label(n: int) -> str:
+    """The step button says how many steps one click runs (the steps slider sets it)."""
+    return "run 1 step" if n == 1 else f"run {n} steps"
+
+
 class RecoveryExplorer:
     """``app.request.value = "req-3"; app.preempt.click(); app.step.click()``, then read ``app.state()``."""
 
@@ -41,7 +46,7 @@ class RecoveryExplorer:
         self.preset = preset
         self.request = W.Dropdown(options=[], description="request")
         self.preempt = W.Button(description="preempt", button_style="warning")
-        self.step = W.Button(description="step")
+        self.step = W.Button(description=step_label(1))
         self.num_steps = W.IntSlider(value=1, min=1, max=50, description="steps")
         self.num_blocks = W.IntSlider(value=num_gpu_blocks, min=1, max=256, description="KV blocks")
         self.reset = W.Button(description="reset")
@@ -51,10 +56,13 @@ class RecoveryExplorer:
         self.note = ""  # the last message shown (plain text)
         self.forced: list[tuple[str, int, list[int]]] = []  # (request, step it was preempted before, its blocks)
         self.engine: LLMEngine | None = None
+        self._filling = False  # True while _render refills the dropdown (its events are not a choice)
         self.preempt.on_click(lambda _: self.do_preempt())
         self.step.on_click(lambda _: self.do_step(self.num_steps.value))
         self.reset.on_click(lambda _: self.rebuild())
         self.num_blocks.observe(lambda _: self.rebuild(), names="value")
+        self.num_steps.observe(lambda ch: setattr(self.step, "description", step_label(ch["new"])), names="value")
+        self.request.observe(lambda _: self._chosen(), names="value")
         self.rebuild()
         buttons = W.HBox([self.request, self.preempt, self.num_steps, self.step, self.reset])
         self.ui = W.VBox([buttons, self.num_blocks, self.message, self.blocks, self.timeline])
@@ -92,6 +100,7 @@ class RecoveryExplorer:
             engine.add_request(r.request_id, r.prompt_token_ids, r.sampling_params, arrival_time=r.arrival_time)
 
     def do_step(self, n: int = 1) -> None:
+        """Run ``n`` engine steps (fewer if everything finishes); the steps slider is left as it is."""
         if self.engine is None:
             return
         for _ in range(n):
@@ -136,8 +145,24 @@ class RecoveryExplorer:
         engine = self.engine
         running = [r.request_id for r in engine.scheduler.running]
         keep = self.request.value if self.request.value in running else (running[0] if running else None)
-        self.request.options = running
-        self.request.value = keep
+        self._filling = True
+        try:
+            self.request.options = running
+            self.request.value = keep
+        finally:
+            self._filling = False
+        self._draw_blocks()
+        sync_figure(self.timeline, recovery_timeline(engine.trace, block_size=self.block_size, events=self.events()))
+        self.note = note
+        self.message.value = message_html(note or self.summary())
+
+    def _chosen(self) -> None:
+        """A request picked in the dropdown: outline its blocks now, not at the next step."""
+        if not self._filling and self.engine is not None:
+            self._draw_blocks()
+
+    def _draw_blocks(self) -> None:
+        engine, keep = self.engine, self.request.value
         pool = engine.scheduler.kv_cache_manager
         tables = {r: pool.get_block_ids(r) for r in pool.req_to_blocks}
         chosen = tables.get(keep, []) if keep else []
@@ -145,9 +170,6 @@ class RecoveryExplorer:
         name = f"blocks of {keep}" if keep else "selected blocks"
         snapshot = pool.block_pool.snapshot()
         sync_figure(self.blocks, kv_block_map(snapshot, tables, title, highlight=chosen, highlight_name=name))
-        sync_figure(self.timeline, recovery_timeline(engine.trace, block_size=self.block_size, events=self.events()))
-        self.note = note
-        self.message.value = message_html(note or self.summary())
 
     def state(self) -> dict:
         """Step, queues, and every preemption with the block ids that came back or were recomputed."""
