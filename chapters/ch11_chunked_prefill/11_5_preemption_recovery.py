@@ -231,8 +231,10 @@ recovery_timeline(busy, title="Ten requests, a 24-block pool: what each preempti
 # ### 11.5.4 Preempt a request yourself · 亲手抢占一个请求
 #
 # - The recovery explorer runs a scene like the one above, one step at a time. Pick a running request,
-#   press **preempt** (the Scheduler's own `preempt_request`), then **step**.
+#   press **preempt** (the Scheduler's own `preempt_request`), then **run 1 step** (the **steps** slider
+#   sets how many steps one click runs; the button says it).
 # - The block map outlines the chosen request's blocks; the timeline counts what came back.
+# - The cells below drive the same app from code with `app.do_step(n)`, which leaves the slider as it is.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -242,13 +244,11 @@ app = RecoveryExplorer()
 app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
 
 # %%
-app.num_steps.value = 6
-app.step.click()  # run to step 7
+app.do_step(6)  # run to step 7
 app.request.value = "req-2"
 app.preempt.click()
 print(app.note)
-app.num_steps.value = 1
-app.step.click()
+app.do_step(1)
 print(app.summary())
 
 # %% [markdown]
@@ -258,8 +258,7 @@ print(app.summary())
 
 # %%
 app.num_blocks.value = 24  # a new engine on a smaller pool
-app.num_steps.value = 50
-app.step.click()
+app.do_step(50)
 print(app.summary())
 
 # %% [markdown]
