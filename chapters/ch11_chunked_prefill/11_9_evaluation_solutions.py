@@ -59,6 +59,8 @@ check_exercise_2(kv_tokens_read)
 # - Only full blocks have a hash, so only they can be found again: the computed tokens rounded down to a
 #   multiple of the block size.
 # - The last-token rule caps the hit at `num_tokens - 1` (the logits of the last token must be computed).
+#   A preempted request never reaches it (its last sampled token is not computed yet); a repeated prompt
+#   whose tokens fill whole blocks does: a 64-token prompt seen before gets 48 tokens back, not 64.
 
 # %%
 def tokens_back(num_tokens, num_computed, block_size):

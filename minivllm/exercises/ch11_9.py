@@ -3,7 +3,7 @@
 Each check recomputes the expected answers with the engine (the simulator's trace, the real
 Scheduler with FakeModelRunner) and compares the student's function with them. A wrong answer
 prints the first case that differs, floats rounded; an unfinished one (``...`` returns None)
-says what to return. Checks never raise, so the notebook always runs; they return True when correct.
+says what to return. Checks print their verdict and never raise, so the notebook always runs.
 """
 
 from __future__ import annotations
@@ -82,8 +82,12 @@ def exercise_1_cases() -> list[tuple[tuple[float, list[float]], tuple[float, flo
     return cases
 
 
-def check_exercise_1(student: Callable[[float, list[float]], tuple[float, float | None]]) -> bool:
+def check_exercise_1(student: Callable[[float, list[float]], tuple[float, float | None]]) -> None:
     """TTFT and TPOT of one request from its arrival time and its output tokens' times."""
+    _check_pairs(student)
+
+
+def _check_pairs(student: Callable[[float, list[float]], Any]) -> bool:
     name, returns = "Exercise 1", "a pair (ttft, tpot)"
     for (arrival, times), (ttft, tpot) in exercise_1_cases():
         ok, got = _call(name, student, (arrival, list(times)), returns)
@@ -113,9 +117,9 @@ def kv_tokens_read(prompt_len: int, chunk: int) -> int:
     return sum(out.num_computed_tokens["doc"] for out, _ in run_steps(s))
 
 
-def check_exercise_2(student: Callable[[int, int], int]) -> bool:
+def check_exercise_2(student: Callable[[int, int], int]) -> None:
     cases = [(2048, 512), (100, 32), (64, 64), (65, 64), (1000, 7), (4096, 128)]
-    return _check_ints("Exercise 2", student, [(c, kv_tokens_read(*c)) for c in cases], "the number of tokens")
+    _check_ints("Exercise 2", student, [(c, kv_tokens_read(*c)) for c in cases], "the number of tokens")
 
 
 # ---------------------------------------------------------------------------------------------- exercise 3
@@ -162,5 +166,5 @@ def exercise_3_cases() -> list[tuple[tuple[int, int, int], int]]:
     return [((num_tokens, num_computed, 16), back) for num_tokens, num_computed, back in scenes]
 
 
-def check_exercise_3(student: Callable[[int, int, int], int]) -> bool:
-    return _check_ints("Exercise 3", student, exercise_3_cases(), "the number of tokens")
+def check_exercise_3(student: Callable[[int, int, int], int]) -> None:
+    _check_ints("Exercise 3", student, exercise_3_cases(), "the number of tokens")
