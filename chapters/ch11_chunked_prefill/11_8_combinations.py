@@ -327,7 +327,7 @@ step_table(preemption_scene(chunked=False), ["chat0", "chat1", "long"])
 #   Chunking trades that wait for an earlier start that may be undone. The prefix cache limits the loss.
 
 # %% [markdown]
-# #### 11.8.3.1 Admit, then preempt: the thrash, and later vLLM's guard · 先接纳后抢占的抖动与 scheduler_reserve_full_isl
+# #### 11.8.3.1 Admit, then preempt: the thrash, and later vLLM's guard · 先接纳后抢占的抖动
 #
 # - vLLM 0.8.5 (and minivllm by default) admits a waiting request as soon as the blocks of its **first chunk**
 #   fit. Under KV pressure that can go round in circles: the request is admitted, its next chunks fill the
@@ -355,10 +355,11 @@ THRASH_IDS = [f"r{i}" for i in range(6)]
 
 def thrash_scene(reserve, caching=False):
     engine = sim_engine(block_size=16, num_gpu_blocks=201, max_num_seqs=8, max_model_len=3200,
-                        max_num_batched_tokens=512, enable_prefix_caching=caching, scheduler_reserve_full_isl=reserve)  # fmt: skip
-    arrivals = {0: [dict(request_id=r, prompt=list(range(1000 * i, 1000 * i + 800)),
-                         params=SamplingParams(max_tokens=64, ignore_eos=True)) for i, r in enumerate(THRASH_IDS)]}  # fmt: skip
-    return run_scene(engine, arrivals)
+                        max_num_batched_tokens=512, enable_prefix_caching=caching,
+                        scheduler_reserve_full_isl=reserve)  # fmt: skip
+    params = SamplingParams(max_tokens=64, ignore_eos=True)
+    prompts = {r: list(range(1000 * i, 1000 * i + 800)) for i, r in enumerate(THRASH_IDS)}
+    return run_scene(engine, {0: [dict(request_id=r, prompt=p, params=params) for r, p in prompts.items()]})
 
 
 thrash = {"reserve off (0.8.5)": thrash_scene(False), "reserve on (later vLLM)": thrash_scene(True)}
@@ -407,10 +408,12 @@ off, on = thrash_rows[("off", "off")], thrash_rows[("off", "on")]
 assert on["preemptions"] < off["preemptions"] and on["recomputed"] < off["recomputed"]
 print(f"prefix cache off: reserving cuts preemptions {off['preemptions']} -> {on['preemptions']} and recomputed "
       f"tokens {off['recomputed']:,} -> {on['recomputed']:,}; output throughput x{on['tok_s'] / off['tok_s']:.2f}, "
-      f"mean TTFT x{on['ttft_mean'] / off['ttft_mean']:.2f}, in {on['steps']} steps instead of {off['steps']}")  # fmt: skip
+      f"mean TTFT x{on['ttft_mean'] / off['ttft_mean']:.2f}, in {on['steps']} steps instead of "
+      f"{off['steps']}")  # fmt: skip
 c_off, c_on = thrash_rows[("on", "off")], thrash_rows[("on", "on")]
 print(f"prefix cache on:  {c_off['preemptions']} preemptions and {c_off['recomputed']} recomputed tokens without "
-      f"reserving, {c_on['preemptions']} and {c_on['recomputed']} with it: the cache gives back the preempted chunks")  # fmt: skip
+      f"reserving, {c_on['preemptions']} and {c_on['recomputed']} with it: the cache gives back the preempted "
+      "chunks")  # fmt: skip
 
 # %%
 from minivllm.viz.figures import gantt_compare
@@ -440,7 +443,8 @@ from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
 
 try:
-    Scheduler(SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=4, max_model_len=200, scheduler_reserve_full_isl=True),
+    Scheduler(SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=4, max_model_len=200,
+                              scheduler_reserve_full_isl=True),
               CacheConfig(block_size=16, num_gpu_blocks=12))  # fmt: skip
 except ValueError as err:
     print("ValueError:", err)
@@ -496,7 +500,8 @@ for k in range(4):
             lines.append(f"{'':7} {req_id:>7} {queue:>7} {left:>4} {capped:>15} {n:>12} {rest:>11} "
                          f"{out.num_scheduled_tokens.get(req_id, 0):>10}")  # fmt: skip
         order = [r[0] for r in rows if r[4]]
-        same = order == list(out.num_scheduled_tokens) and all(out.num_scheduled_tokens.get(r[0], 0) == r[4] for r in rows)
+        same = order == list(out.num_scheduled_tokens)
+        same = same and all(out.num_scheduled_tokens.get(r[0], 0) == r[4] for r in rows)
         lines.append(f"{'':7} the hand walk gives the scheduler's tokens, in its order: {same}")
         print("\n".join(lines), end="\n\n")
 
@@ -571,7 +576,8 @@ MATRIX = [
      f"long: {recovered.computed_before} tokens dropped, {recovered.cached} back from the cache, "
      f"{recovered.recomputed} recomputed; thrash without the cache: {off['preemptions']} preemptions, "
      f"{on['preemptions']} with scheduler_reserve_full_isl"),
-    ("Chunked + TP", "每个 step 仍要跨 rank 同步", "关注通信尾延迟", "-", "not in minivllm (one device, no tensor parallelism)"),
+    ("Chunked + TP", "每个 step 仍要跨 rank 同步", "关注通信尾延迟", "-",
+     "not in minivllm (one device, no tensor parallelism)"),
     ("Chunked + Multi-LoRA", "LoRA 影响缓存复用边界", "结合第 16 章的 KV/LoRA 约束", "-", "not in minivllm (no LoRA)"),
 ]  # fmt: skip
 for combo, relation, advice, where, shown in MATRIX:
