@@ -13,14 +13,14 @@
 # ---
 
 # %% [markdown]
-# # Chapter 11.7 · Choosing the chunk size · 如何选择块大小
+# # Chapter 11.7 · The four tuning curves of chunk_size · chunk_size 的四条调优曲线
 #
 # - The chunk size is the token budget per step, `max_num_batched_tokens`. One number trades the latency of
 #   new requests (TTFT) against the smoothness of running ones (TPOT, ITL).
 # - GPU-scale numbers come from the simulator: the real Scheduler, with each step priced by a cost model of
 #   Llama-2-7B on an A100 (virtual clock, deterministic). One section runs the real model on this CPU.
-# - Then the other knobs (`long_prefill_token_threshold`, KV blocks, `max_num_seqs`), vLLM's defaults, and
-#   a symptom → knob table, each row backed by an experiment.
+# - The book's four curves, each measured; then vLLM's defaults (11.7.1), the long-prefill threshold
+#   (11.7.2) and the book's diagnosis table (11.7.3), each row an experiment with numbers.
 
 # %%
 from minivllm.config import EngineConfig
@@ -28,6 +28,7 @@ from minivllm.engine.llm_engine import LLMEngine
 from minivllm.metrics.summary import summarize
 from minivllm.sim.cost_model import CostModel
 from minivllm.sim.sim_runner import SimRunner
+from minivllm.sim.utilisation import trace_utilisation
 from minivllm.sim.workload import make_workload
 
 A100 = CostModel.from_preset("llama2_7b_a100")
@@ -48,116 +49,219 @@ print(f"{len(workload.requests)} requests, all at t = 0; prompt mean {stats['pro
 print(f"KV cache: {A100.num_blocks(16)} blocks of 16 tokens; max_num_seqs 64")
 
 # %% [markdown]
-# ## 11.7 Choosing the chunk size · 如何选择块大小
+# ## 11.7 The four tuning curves of chunk_size · chunk_size 的四条调优曲线
 #
-# ### 11.7.1 Four curves · 四条曲线
+# The book: "它的取值影响四个指标，呈现四条不同的曲线" (its value moves four metrics, along four different
+# curves):
+#
+# | curve | the book expects | 书中 |
+# |---|---|---|
+# | TTFT | falls: fewer steps to finish a prompt | 单调下降 |
+# | TPOT | rises: each step is longer, decodes jitter more | 单调上升 |
+# | throughput | an inverted U: too small pays per-step overhead, too big starves decodes | 倒 U 型 |
+# | GPU utilisation | rises, then a plateau: too small cannot fill the GPU | Plateau |
+#
+# ### The sweep · 扫描
 #
 # - Azure conversation lengths (prompt ~1.2k tokens, output ~200), 100 requests at once: the engine is
 #   saturated, so the budget decides how the work is cut up.
 # - One run per budget from 64 to 8192 tokens. The table is the one `python -m minivllm bench --mode sim
 #   --cost-model llama2_7b_a100 --workload azure_conv --num-prompts 100 --max-num-seqs 64
 #   --max-model-len 4096 --sweep max-num-batched-tokens=64,...,8192` prints.
+# - **Utilisation** is the share of the A100's peak compute (312 TFLOP/s bf16) the steps use: useful
+#   FLOPs (2 x 6.48e9 per token for the linear layers, 4 x layers x d_model per attention pair) over
+#   step time x peak, with the cost model's step times (`minivllm.sim.utilisation`; sources in the
+#   preset). Not tokens per step.
 
 # %%
 from minivllm.benchmarks.sweep import format_table
 
 BUDGETS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
 traces = {b: sim_run(workload.requests, max_num_batched_tokens=b, max_num_seqs=64) for b in BUDGETS}
-metrics = {b: summarize(t).to_dict() for b, t in traces.items()}
+metrics = {b: {**summarize(t).to_dict(), "utilisation": trace_utilisation(A100, t.steps)} for b, t in traces.items()}
 print(format_table([{"point": {"max_num_batched_tokens": b}, "metrics": m} for b, m in metrics.items()]))
-
-# %% [markdown]
-# - Two more columns. **Tokens per step**: how full the steps ran. **Goodput**: output tokens per second
-#   counting only requests whose TPOT met a 50 ms SLO (the "capacity under an SLO" of Sarathi-Serve).
-
-# %%
-from minivllm.viz.figures.curves import tokens_per_step
-
-SLO = 0.050  # seconds per output token
-
-
-def goodput(trace, slo=SLO):
-    ok = 0
-    for r in trace.requests.values():
-        tpot = (r.token_times[-1] - r.token_times[0]) / (r.num_output_tokens - 1) if r.num_output_tokens > 1 else 0
-        ok += r.num_output_tokens if tpot <= slo else 0
-    return ok / summarize(trace).duration
-
-
-good = {b: goodput(t) for b, t in traces.items()}
-print(f"{'budget':>6} {'tokens/step':>11} {'goodput tok/s':>13} {'requests within SLO':>19}")
-for b, t in traces.items():
-    within = sum(1 for r in t.requests.values() if r.num_output_tokens < 2
-                 or (r.token_times[-1] - r.token_times[0]) / (r.num_output_tokens - 1) <= SLO)  # fmt: skip
-    print(f"{b:>6} {tokens_per_step(metrics[b]):>11.1f} {good[b]:>13.0f} {within:>15}/{len(t.requests)}")
+print(f"\n{'budget':>6} {'utilisation (% of peak FLOP/s)':>31}")
+for b in BUDGETS:
+    print(f"{b:>6} {metrics[b]['utilisation']:>31.1%}")
 
 # %%
 ttft = [metrics[b]["ttft_p50"] for b in BUDGETS]
 tpot = [metrics[b]["tpot_p99"] for b in BUDGETS]
 thr = [metrics[b]["output_throughput"] for b in BUDGETS]
-tps = [tokens_per_step(metrics[b]) for b in BUDGETS]
-peak = max(BUDGETS, key=good.get)
+util = [metrics[b]["utilisation"] for b in BUDGETS]
 print("TTFT p50 falls at every step of the sweep:", all(a > b for a, b in zip(ttft, ttft[1:])))
 print(f"TPOT p99 at budget 8192 is {tpot[-1] / tpot[0]:.1f}x the one at 64")
 print(f"throughput rises {thr[BUDGETS.index(1024)] / thr[0] - 1:.0%} from 64 to 1024, then moves "
-      f"{max(thr[4:]) / min(thr[4:]) - 1:.1%} at most")  # fmt: skip
-print(f"goodput peaks at budget {peak} ({good[peak]:.0f} tok/s), "
-      f"{good[peak] / good[64] - 1:.0%} above 64 and {good[peak] / good[8192] - 1:.0%} above 8192")
-print(f"tokens per step: {tps[0]:.0f} at 64, {tps[4]:.0f} at 1024, {tps[-1]:.0f} at 8192 (plateau)")
+      f"{max(thr[4:]) / min(thr[4:]) - 1:.1%} at most: it does not fall")  # fmt: skip
+print(f"utilisation: {util[0]:.1%} at 64, {util[3]:.1%} at 512, {util[-1]:.1%} at 8192; from 512 on within "
+      f"{max(util[3:]) / min(util[3:]) - 1:.1%} (a plateau)")  # fmt: skip
 
 # %%
-import plotly.graph_objects as go
-
 from minivllm.viz.figures import chunk_size_curves
 
-fig = chunk_size_curves(metrics, title="Chunk size: Llama-2-7B on an A100 (simulated), 100 Azure conversations")
-fig.add_trace(go.Scatter(x=BUDGETS, y=[good[b] for b in BUDGETS], mode="lines+markers", name="goodput (TPOT ≤ 50 ms)",
-                         line=dict(dash="dot", width=2)), row=2, col=1)  # fmt: skip
-fig
+chunk_size_curves(metrics, title="Chunk size: Llama-2-7B on an A100 (simulated), 100 Azure conversations")
 
 # %% [markdown]
-# - **TTFT falls.** A prompt of 1,200 tokens needs at least 19 steps at budget 64, one at 2048. The queue
-#   also drains faster, because fewer steps pay the fixed per-step cost.
-# - **TPOT rises.** Every decoding request waits for the whole step, chunk included. Below ~64 tokens the
-#   step costs the same (the weights are read once per step: memory bound). Above that, each extra chunk
-#   token adds to every decode's latency.
-# - **Throughput: up, then flat.** Small budgets pay the ~5.5 ms step overhead again and again. Once steps
-#   hold a few hundred tokens, the GPU is compute bound and bigger chunks only reorder the same work. In
-#   this cost model a big chunk costs exactly its tokens, so raw throughput flattens rather than falls.
-#   Counted as **goodput** (requests that meet the 50 ms TPOT SLO), it is the book's inverted U: big
-#   chunks push decodes past the SLO. On real GPUs big chunks also lose throughput to preemptions (more
-#   prompts admitted at once), tile quantization and activation memory taken from the KV cache. The cost
-#   model leaves the last two out.
-# - **Utilisation plateaus.** Tokens per step grows with the budget until the workload cannot fill the
-#   steps (64 running requests, finite prompts): beyond ~1024 the budget is mostly unused.
-# - The sweet spot is where TTFT has come down and TPOT still meets the SLO: 256-512 here. vLLM's default
-#   of 2048 (8192 or 16384 on big GPUs) leans towards throughput and TTFT.
+# - **TTFT falls** (book: 单调下降, yes). A prompt of 1,200 tokens needs at least 19 steps at budget 64, one
+#   at 2048, and the queue drains faster because fewer steps pay the fixed per-step cost.
+# - **TPOT rises** (book: 单调上升, yes). Every decoding request waits for the whole step, chunk included.
+#   Below ~64 tokens the step costs the same (the weights are read once per step: memory bound).
+# - **Throughput: up, then flat** (book: 倒 U 型, only the rising half). Small budgets pay the ~5.5 ms step
+#   overhead again and again. Once steps hold a few hundred tokens, bigger chunks only reorder the same
+#   work: in this cost model a chunk costs exactly its tokens, so raw throughput cannot fall. The two
+#   places where a falling half does come from follow: KV memory taken by a bigger budget (next), and
+#   the SLO (goodput, after it).
+# - **Utilisation rises, then a plateau** (book: Plateau, yes), at about 22% of peak: 64 requests decoding
+#   at 1-2k tokens of context are memory bound (the KV read), so even full steps leave most of the compute
+#   idle. A prefill-only step of 2048 tokens would reach ~71% (the MFU the preset was priced at).
 #
-# ### 11.7.2 On this CPU · 在本机 CPU 上
+# ### Throughput's falling half: activation memory eats KV blocks · 吞吐的下降段：激活显存挤占 KV 块
 #
-# - The same experiment on the real SmolLM2-135M: three chats decode, a 256-token prompt lands at step 2.
-#   Budgets 16, 64, 256. Times are wall clock on this machine, so they change from run to run.
+# - vLLM sizes the KV cache after a profiling run (0.8.5: `vllm/v1/worker/gpu_worker.py`
+#   `Worker.determine_available_memory` calls `vllm/v1/worker/gpu_model_runner.py`
+#   `GPUModelRunner.profile_run`). The profiling run executes a dummy batch of `max_num_batched_tokens`
+#   tokens. Its peak memory is subtracted from `total memory x gpu_memory_utilization`, together with the
+#   weights, and what is left becomes KV blocks. So a bigger budget leaves fewer blocks.
+# - `minivllm.sim.memory` models that: KV blocks = (GPU memory x 0.9 - weights - activation peak(budget)) /
+#   bytes per block. The activation peak is 82,432 bytes per budget token: the tensors alive at the top of
+#   one decoder layer's MLP (`gate_up_proj` out 2 x 11008, `SiluAndMul` out 11008, residual and hidden
+#   2 x 4096, bf16). On top of that come fp32 logits and probabilities for each dummy request. This is an
+#   estimate from the tensor shapes; the allocator's fragmentation and non-torch memory are left out.
+# - vLLM later took the A100 out of its ≥ 70 GiB defaults row (`vllm/engine/arg_utils.py`, v0.9+: the big
+#   row now requires `"a100" not in device_name`). The comment there says a large `max_num_batched_tokens`
+#   lowered throughput on the A100 (PR #17885). It gives the measurement, not the cause. The memory below
+#   is one mechanism that produces that shape; it is not a claim about what PR #17885 measured.
+# - First, how much of the pool a 16384-token budget takes, for the 7B model on three memory sizes:
+
+# %%
+from minivllm.sim.memory import llama2_7b
+
+print(f"{'GPU memory':>10} {'KV blocks @2048':>15} {'KV blocks @16384':>16} {'pool lost':>9}")
+for gib in (80, 40, 24):
+    mem = llama2_7b(gib)
+    a, b = mem.num_blocks(2048, 256), mem.num_blocks(16384, 256)
+    print(f"{gib:>7} GiB {a:>15} {b:>16} {1 - b / a:>9.1%}")
+
+# %% [markdown]
+# - On 80 GiB the reserve is 2% of the pool, on 40 GiB 5%. A 24 GiB card leaves 9.7 GB for the cache,
+#   about 18k tokens, and a 16384-token budget takes 12% of it. So the experiment uses **24 GiB**, the
+#   memory of an A10, L4 or RTX 4090. The timing stays the A100 cost model's, so that only the memory
+#   changes. The same 100 conversations, `max_num_seqs` 256 (vLLM's default below 70 GiB). The last row
+#   runs budget 16384 with the KV blocks of budget 512, to separate the memory effect from the scheduling:
 
 # %%
 import statistics
 
+from minivllm.sim.run import simulate
+
+MEM = llama2_7b(24)
+MEM_BUDGETS = [512, 2048, 8192, 16384]
+
+
+def mem_row(budget, kv_blocks, **kw):
+    trace = simulate(workload.requests, max_num_batched_tokens=budget, max_num_seqs=256, **kw).trace
+    m = summarize(trace)
+    return {"budget": budget, "kv_blocks": kv_blocks, "output_throughput": m.output_throughput,
+            "num_preemptions": m.num_preemptions, "mean_running": statistics.mean(s.num_running for s in trace.steps)}  # fmt: skip
+
+
+rows = [mem_row(b, MEM.num_blocks(b, 256), memory=MEM) for b in MEM_BUDGETS]
+same = mem_row(16384, rows[0]["kv_blocks"], num_gpu_blocks=rows[0]["kv_blocks"])
+print(f"{'budget':>6} {'KV blocks':>9} {'output tok/s':>12} {'preemptions':>11} {'mean running':>12}")
+for r in [*rows, same]:
+    note = "  (budget 16384, blocks of 512)" if r is same else ""
+    print(f"{r['budget']:>6} {r['kv_blocks']:>9} {r['output_throughput']:>12.0f} {r['num_preemptions']:>11} "
+          f"{r['mean_running']:>12.1f}{note}")  # fmt: skip
+
+# %%
+by = {r["budget"]: r for r in rows}
+print(f"throughput from 2048 to 16384 on 24 GiB: {by[16384]['output_throughput'] / by[2048]['output_throughput'] - 1:+.1%}")
+print(f"budget 16384 with the blocks of 512: {same['output_throughput'] / by[512]['output_throughput'] - 1:+.1%} "
+      "against budget 512: the fall is the memory")  # fmt: skip
+print("KV blocks fall at every step of the sweep:", all(a["kv_blocks"] > b["kv_blocks"] for a, b in zip(rows, rows[1:])))
+print("preemptions rise with the budget:", rows[-1]["num_preemptions"] > rows[0]["num_preemptions"])
+
+# %%
+from minivllm.viz.figures.tuning import memory_curves
+
+memory_curves(rows, title="Llama-2-7B on 24 GiB (A100 timing): a bigger budget reserves activations, fewer KV blocks",
+              reference=same)  # fmt: skip
+
+# %% [markdown]
+# - The falling half is real here, and small: throughput drops ~5% from 2048 to 16384, and with the KV blocks
+#   held fixed the same budget loses nothing. So the whole fall is the memory.
+# - It is not more preemption. Small budgets preempt more: many prompts sit half-prefilled, each holding
+#   blocks. The loss is a smaller running batch: fewer blocks, fewer requests decoding at once, and decode
+#   throughput is proportional to the batch when the KV read dominates.
+# - On an 80 GiB A100 the same reserve costs 2% of the pool. Memory alone does not explain a large loss
+#   there; tile effects and longer steps, which the cost model leaves out, are other candidates.
+#
+# ### Goodput under a TPOT SLO · SLO 下的有效吞吐
+#
+# - Goodput counts only the output tokens of requests whose TPOT met an SLO, per second
+#   (`minivllm.metrics.goodput`, "capacity under an SLO" in Sarathi-Serve). Same runs as the sweep, recounted
+#   for four SLOs. "Best" is the smallest budget within 1% of the highest goodput; budgets closer than that
+#   are not told apart.
+
+# %%
+from minivllm.metrics.goodput import goodput, num_within_slo
+from minivllm.viz.figures.curves import trend
+from minivllm.viz.widgets.goodput import best_budget
+
+print(f"{'TPOT SLO':>8} {'best budget':>11} {'goodput tok/s':>13} {'within SLO':>10} {'goodput @8192':>13}   shape")
+best = {}
+for slo_ms in (25, 50, 100, 200):
+    curve = {b: goodput(t, slo_ms / 1e3) for b, t in traces.items()}
+    best[slo_ms] = best_budget(curve)
+    b = best[slo_ms]
+    print(f"{slo_ms:>5} ms {b:>11} {curve[b]:>13.0f} {num_within_slo(traces[b], slo_ms / 1e3):>7}/100 "
+          f"{curve[8192]:>13.0f}   {trend(BUDGETS, [curve[x] for x in BUDGETS])}")  # fmt: skip
+print("\nthe best budget never shrinks as the SLO loosens:", all(best[a] <= best[b] for a, b in zip(best, list(best)[1:])))
+print(f"raw throughput: {trend(BUDGETS, thr)}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from minivllm.viz.widgets.goodput import GoodputExplorer
+
+goodput_app = GoodputExplorer(traces, value=50)
+goodput_app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
+
+# %%
+for slo_ms in (25, 50, 100, 200):
+    goodput_app.slo.value = slo_ms  # what moving the slider does
+    print(goodput_app.summary())
+
+# %% [markdown]
+# - The peak moves right as the SLO loosens: 128 at 25 ms, 256 at 50 ms, 1024 at 100 ms and at 200 ms (there
+#   every budget from 1024 up is within 1%).
+#   A tight SLO turns "rises, then flat" into the book's inverted U: big chunks push the decodes past the
+#   SLO. So part of the "inverted U" is the SLO's doing, not the GPU's.
+# - Raw throughput in this cost model only rises, then stays flat (within 0.6% from 1024 on). The falling
+#   half of raw throughput needs a cause outside the step-time model, such as the KV memory above.
+#
+# ### The same sweep on this CPU · 在本机 CPU 上
+#
+# - The real SmolLM2-135M: three chats decode, a 128-token prompt lands at step 2. Budgets 16 and 128.
+#   Times are wall clock on this machine, so they change from run to run (those cells are not checked).
+
+# %%
 from minivllm.model.loader import load_model
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")
 cpu_runs = {}
-for budget in (16, 64, 256):
+for budget in (16, 128):
     config = EngineConfig.from_kwargs(model="smollm2", max_num_batched_tokens=budget, max_num_seqs=8,
                                       max_model_len=512, num_gpu_blocks=128)  # fmt: skip
     engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
     for i in range(3):
         engine.add_request(f"chat{i}", list(range(100 + 50 * i, 116 + 50 * i)),
-                           SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True))  # fmt: skip
+                           SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))  # fmt: skip
     step = 0
     while engine.has_unfinished_requests():
         if step == 2:
-            engine.add_request("long", list(range(2000, 2256)), SamplingParams(max_tokens=4, temperature=0.0,
+            engine.add_request("long", list(range(2000, 2128)), SamplingParams(max_tokens=2, temperature=0.0,
                                                                                ignore_eos=True))  # fmt: skip
         engine.step()
         step += 1
@@ -179,12 +283,12 @@ for budget, t in cpu_runs.items():
           f"{t.steps[-1].end - t.steps[0].start:>8.2f}")
 
 # %% [markdown]
-# - Same direction as on the GPU: bigger budgets cut the long prompt's TTFT and stretch the chats' ITL
-#   (the worst gap grows with the chunk).
+# - Same direction as on the GPU. In steps (checked): the long prompt's first token comes 10 steps after it
+#   arrives at budget 16, one step after at 128. In seconds (not checked: this machine is shared, and
+#   the times move with its load) the bigger chunk stretches the chats' gaps.
 # - The difference is the price of a piggybacked token. On the GPU a decode step leaves the compute units
 #   idle, so the first ~64 prompt tokens ride along almost free. On a CPU the matrix multiplies become
 #   compute bound after a few tokens; past that, a step's cost grows roughly **linearly** with its tokens.
-#   There is no free compute to fill, and every chunk token is paid for by every decoding request.
 # - Step cost relative to a decode-only step (3 decodes), for steps with the same total tokens, first on
 #   the A100 cost model, then measured here:
 
@@ -198,42 +302,38 @@ def median_ms(trace, tokens, with_prefill):
 cpu_decode = statistics.median(s.duration for t in cpu_runs.values() for s in t.steps
                                if s.num_scheduled_tokens == 3 and not s.prefill_tokens) * 1e3  # fmt: skip
 gpu_decode = A100.step_time([(1, 40)] * 3) * 1e3
-ratios = {}
-for tokens in (16, 64, 256):
-    gpu = A100.step_time([(1, 40)] * 3 + [(tokens - 3, 0)]) * 1e3
-    ratios[tokens] = (gpu / gpu_decode, median_ms(cpu_runs[tokens], tokens, True) / cpu_decode)
-
-# %%
+gpu_ratio = {n: A100.step_time([(1, 40)] * 3 + [(n - 3, 0)]) * 1e3 / gpu_decode for n in (16, 64, 128)}
+cpu_ratio = {n: median_ms(cpu_runs[n], n, True) / cpu_decode for n in (16, 128)}
 print(f"A100 cost model, decode-only step (3 requests): {gpu_decode:.2f} ms")
-for tokens, (gpu, _) in ratios.items():
-    print(f"  a {tokens:>3}-token step costs {gpu:.2f}x a decode-only step")
+for tokens, ratio in gpu_ratio.items():
+    print(f"  a {tokens:>3}-token step costs {ratio:.2f}x a decode-only step")
+print("on the A100 model a 64-token step costs less than 1.1x a decode-only step:", gpu_ratio[64] < 1.1)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(f"this CPU, decode-only step (3 requests): {cpu_decode:.0f} ms (median)")
-for tokens, (_, cpu) in ratios.items():
-    print(f"  a {tokens:>3}-token step costs {cpu:.2f}x a decode-only step")
-
-# %%
-print("on this CPU a 256-token step costs more than 2x a decode-only step:", ratios[256][1] > 2)
-print("on the A100 model a 64-token step costs less than 1.1x a decode-only step:", ratios[64][0] < 1.1)
+for tokens, ratio in cpu_ratio.items():
+    print(f"  a {tokens:>3}-token step costs {ratio:.2f}x a decode-only step")
+print("on this CPU a 128-token step costs more than 2x a decode-only step:", cpu_ratio[128] > 2)
 
 # %% [markdown]
 # - So on a CPU the chunk size is a straight trade: every token in the chunk costs decodes the same as it
-#   would alone. The GPU picture (chunks up to the ridge point are nearly free) is why chunked prefill
+#   would alone. On a GPU, chunks up to the ridge point are nearly free, which is why chunked prefill
 #   pays off so well there.
 #
-# ### 11.7.3 vLLM's defaults · vLLM 的默认值
+# ### 11.7.1 The defaults in the source · 源码里的默认值
 #
-# - vLLM V1 (0.8.5) sets the budget from the device memory and the entry point (`EngineArgs`):
+# - The book: "不要把某个固定 chunk size 当成通用推荐" (do not take any fixed chunk size as a universal
+#   recommendation). vLLM V1 (0.8.5) sets the budget from the device memory and the entry point
+#   (`EngineArgs`, `engine/arg_utils.py:1596-1609`):
 #
 # | device memory | `max_num_batched_tokens`, `LLM` class | `max_num_batched_tokens`, OpenAI server | `max_num_seqs` |
 # |---|---|---|---|
 # | ≥ 70 GiB | 16384 | 8192 | 1024 |
 # | otherwise | 8192 | 2048 | 256 |
 #
-# - Any other entry point leaves it unset, and `SchedulerConfig` falls back to 2048. Newer releases add
-#   rows (≥ 160 GiB; CPU: 4096 / 2048 per worker).
+# - Any other entry point leaves it unset, and `SchedulerConfig` falls back to 2048. From v0.9 the ≥ 70 GiB
+#   row excludes the A100 (see the falling half above); newer releases add rows (≥ 160 GiB; CPU).
 # - minivllm has only the `SchedulerConfig` level (no device probe). Its defaults, read from
 #   `minivllm.config`:
 
@@ -246,7 +346,7 @@ sc, cc = SchedulerConfig(), CacheConfig()
 for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "long_prefill_token_threshold",
              "enable_chunked_prefill", "policy"):  # fmt: skip
     print(f"{name:<29} {getattr(sc, name)!r}")
-for name in ("block_size", "enable_prefix_caching"):
+for name in ("block_size", "enable_prefix_caching", "gpu_memory_utilization"):
     print(f"{name:<29} {getattr(cc, name)!r}")
 off = SchedulerConfig(enable_chunked_prefill=False)
 print(f"with chunked prefill off, max_num_batched_tokens = max(max_model_len, 2048) = {off.max_num_batched_tokens}")
@@ -255,8 +355,11 @@ print("SchedulerConfig fields:", [f.name for f in dataclasses.fields(SchedulerCo
 # %% [markdown]
 # - `long_prefill_token_threshold = 0` means off; block size 16 is the CUDA default.
 #
-# ### 11.7.4 long_prefill_token_threshold · 长预填充阈值
+# ### 11.7.2 The subtlety of the long_prefill_token_threshold patch · long_prefill_token_threshold 补丁的精妙
 #
+# - The book: "只有当待调度 token 数超过阈值时，才先截到阈值。短请求不会被这个阈值截断" (only a request with
+#   more tokens to schedule than the threshold is cut to it; short requests are never cut). The default is 0,
+#   which is off.
 # - The budget caps a **step**; the threshold caps **one request** in a step. Without it, the first long
 #   prompt in the queue takes the whole budget and the prompts behind it wait.
 # - Scene on the Scheduler: two chats decode; at step 1 a 6000-token prompt arrives, followed by four
@@ -310,80 +413,133 @@ for threshold in (0, 256, 512, 1024, 2048):
     shorts = [first_token_step(rows, s) for s in ("s0", "s1", "s2", "s3")]
     print(f"{threshold:>9} {'step ' + str(done):>17} {str(shorts):>20} {used:>15.0%}")
 
+# %%
+rows_512 = threshold_rows(512)
+first = next(r for r in rows_512 if r.cells.get("s0", "").startswith("P"))
+print(f"threshold 512, step {first.step}: long {first.cells['long']}, s0 {first.cells['s0']}, "
+      f"s1 {first.cells['s1']} (the 400-token prompts are not cut)")
+
 # %% [markdown]
-# ### 11.7.5 Diagnosis: symptom → knob · 诊断：症状与调节旋钮
+# ### 11.7.3 Diagnosing the tuning · 调参的诊断方法
 #
-# | symptom | knob |
-# |---|---|
-# | spiky ITL: decodes stall when long prompts arrive | enable chunked prefill / lower `max_num_batched_tokens` |
-# | high TTFT for long prompts | raise `max_num_batched_tokens` |
-# | one long prompt hogs the budget, short prompts wait behind it | set `long_prefill_token_threshold` |
-# | preemptions | more KV blocks (memory, smaller model/dtype) or lower `max_num_seqs` |
+# The book's table ("用三个指标反推", read the knob back from the metrics):
 #
-# - Each row as a small experiment on the simulator (Llama-2-7B, A100). Scene for the first two: §11.1's
-#   nine chats decoding, then three long prompts (1-2.6k tokens) landing among them.
+# | 观察 (observation) | 可能问题 (likely problem) | 调整方向 (knob) |
+# |---|---|---|
+# | TPOT p99 远大于 p50（尖峰明显）: TPOT p99 far above p50 (spikes) | chunk 太大: chunk too big | 减小 max_num_batched_tokens |
+# | TTFT 远大于正常单次 prefill 时间: TTFT far above one normal prefill | chunk 太小，分太多次: too small, too many pieces | 增大 max_num_batched_tokens |
+# | GPU SM 利用率偏低且 chunk 小: low GPU utilisation and small chunks | 没吃饱: GPU not fed | 增大预算或混更多 decode |
+# | TPOT 稳定但总吞吐低: TPOT steady but throughput low | 可能 decode 饿死: maybe decode starvation | 查 waiting 队列长度 |
+#
+# - Each row below as an experiment on the simulator (Llama-2-7B, A100): symptom numbers, the knob turned,
+#   numbers after, verdict. Scene for the first two: §11.1's nine chats decoding, then three long prompts
+#   (1-2.6k tokens) landing among them.
+#
+# #### 11.7.3.1 Spiky decodes: lower the budget · TPOT 尖峰：减小 max_num_batched_tokens
+#
+# - vLLM 0.8.5's `/metrics` histogram `vllm:time_per_output_token_seconds` records every decode interval
+#   (one per token, `vllm/v1/metrics/stats.py`), so its p99 against p50 is the per-token gap, the ITL here.
+#   A request's mean TPOT averages its gaps and hides one spike among many tokens; both are printed.
 
 # %%
 from minivllm.sim.run import demo_workload
-from minivllm.sim.workload import WorkloadRequest
 
 scene = demo_workload()
 COMMON = dict(max_num_seqs=16, num_gpu_blocks=600)
-runs = {
-    "chunking off": sim_run(scene, max_num_batched_tokens=4096, enable_chunked_prefill=False, **COMMON),
-    "budget 2048": sim_run(scene, max_num_batched_tokens=2048, **COMMON),
-    "budget 512": sim_run(scene, max_num_batched_tokens=512, **COMMON),
-    "budget 128": sim_run(scene, max_num_batched_tokens=128, **COMMON),
-}
-print(f"{'':<13} {'ITL max (ms)':>12} {'ITL p99 (ms)':>12} {'long prompts TTFT (ms)':>24}")
-for name, t in runs.items():
+runs = {b: sim_run(scene, max_num_batched_tokens=b, **COMMON) for b in (64, 512, 2048, 4096)}
+print(f"{'budget':>6} {'ITL p50':>7} {'ITL p99':>7} {'p99/p50':>7} {'TPOT p50':>8} {'TPOT p99':>8}  (ms)")
+for b, t in runs.items():
     m = summarize(t)
-    longs = [round(r.ttft * 1e3) for r in t.requests.values() if r.request_id.startswith("long")]
-    print(f"{name:<13} {m.itl.max * 1e3:>12.1f} {m.itl.p99 * 1e3:>12.1f} {str(longs):>24}")
+    print(f"{b:>6} {m.itl.p50 * 1e3:>7.1f} {m.itl.p99 * 1e3:>7.1f} {m.itl.p99 / m.itl.p50:>7.1f} "
+          f"{m.tpot.p50 * 1e3:>8.1f} {m.tpot.p99 * 1e3:>8.1f}")  # fmt: skip
 
 
-def itl_max(name):
-    return summarize(runs[name]).itl.max
+def itl_ratio(b):
+    m = summarize(runs[b])
+    return m.itl.p99 / m.itl.p50
 
 
-def long_ttft(name):
-    return max(r.ttft for r in runs[name].requests.values() if r.request_id.startswith("long"))
-
-
-print(f"\nspiky ITL -> chunking on, budget 512: worst gap {itl_max('chunking off') / itl_max('budget 512'):.1f}x "
-      f"smaller than with chunking off: {itl_max('budget 512') < itl_max('chunking off') / 3}")  # fmt: skip
-faster = long_ttft("budget 128") / long_ttft("budget 2048")
-print(f"high TTFT for long prompts -> raise the budget 128 -> 2048: slowest long prompt {faster:.1f}x faster: "
-      f"{faster > 1}")
+print(f"\nsymptom at 4096: ITL p99 = {itl_ratio(4096):.1f}x p50 -> budget 512: {itl_ratio(512):.1f}x. "
+      f"Verdict: lowering the budget removes the spikes: {itl_ratio(512) < itl_ratio(4096) / 3}")  # fmt: skip
 
 # %% [markdown]
-# - The two knobs pull against each other: 512 keeps the worst gap near 40 ms for a small TTFT cost;
-#   128 gives smooth decodes but slow long prompts.
-# - Hogging: one 8000-token prompt, then six 300-token prompts 2 ms apart. Budget 2048.
+# #### 11.7.3.2 Slow first tokens: raise the budget · TTFT 过长：增大 max_num_batched_tokens
+#
+# - "正常单次 prefill 时间" (one normal prefill): the cost model's time for the whole prompt in one step,
+#   alone. Each long prompt's TTFT over that time:
 
 # %%
-def hog_scene():
-    params = SamplingParams(max_tokens=32, ignore_eos=True)
-    reqs = [WorkloadRequest("long", 0.0, list(range(100, 8100)), SamplingParams(max_tokens=4, ignore_eos=True))]
-    reqs += [WorkloadRequest(f"short{i}", 0.002 * (i + 1), list(range(20_000 + 500 * i, 20_300 + 500 * i)), params)
-             for i in range(6)]  # fmt: skip
-    return reqs
+def ttft_over_single(t):
+    longs = [r for r in t.requests.values() if r.request_id.startswith("long")]
+    return [r.ttft / A100.step_time([(r.num_prompt_tokens, 0)]) for r in longs]
 
 
-print(f"{'threshold':>9} {'short prompts TTFT p50 (ms)':>27} {'long TTFT (ms)':>14}")
-hog = {}
-for threshold in (0, 512, 1024):
-    t = sim_run(hog_scene(), max_model_len=8192, max_num_batched_tokens=2048, long_prefill_token_threshold=threshold,
-                max_num_seqs=16)  # fmt: skip
-    shorts = [r.ttft for r in t.requests.values() if r.request_id.startswith("short")]
-    hog[threshold] = (statistics.median(shorts), t.requests["long"].ttft)
-    print(f"{threshold:>9} {hog[threshold][0] * 1e3:>27.1f} {hog[threshold][1] * 1e3:>14.1f}")
-print(f"\nhogging -> threshold 1024: short prompts {hog[0][0] / hog[1024][0]:.1f}x faster to their first token "
-      f"(long prompt {hog[1024][1] / hog[0][1]:.2f}x slower): {hog[1024][0] < hog[0][0] / 2}")
+print(f"{'budget':>6}  long prompts' TTFT / one-step prefill time")
+for b, t in runs.items():
+    print(f"{b:>6}  {[round(x, 1) for x in ttft_over_single(t)]}")
+before, after = statistics.median(ttft_over_single(runs[64])), statistics.median(ttft_over_single(runs[2048]))
+print(f"\nsymptom at 64: median {before:.1f}x one prefill -> budget 2048: {after:.1f}x. "
+      f"Verdict: raising the budget brings TTFT back near one prefill: {after < before / 2}")  # fmt: skip
 
 # %% [markdown]
-# - Preemptions: 100 uniform requests (32-512-token prompts) at once, budget 2048, on a pool of 800 blocks
-#   (12.8k tokens).
+# - The two knobs pull against each other: 512 keeps the worst gap near 40 ms for a small TTFT cost, 64
+#   gives smooth decodes but slow long prompts. (The third long prompt stays above 3x even at 4096: it
+#   queues behind the other two.)
+#
+# #### 11.7.3.3 Low utilisation with small chunks: raise the budget or mix more decodes · 没吃饱：增大预算或混更多 decode
+#
+# - "GPU SM 利用率" is read here as the share of peak FLOP/s (section 11.7). nvidia-smi's "GPU-Util" counts
+#   the time any kernel runs, and it reads near 100% for a memory-bound decode too.
+# - Scene: 48 requests at once, 256-1024-token prompts, 32-128 output tokens. Start at budget 32 with
+#   8 sequences, then turn each knob:
+
+# %%
+small = make_workload("uniform", 48, seed=0, vocab_size=A100.vocab_size, max_model_len=4096,
+                      prompt_len=(256, 1024), output_len=(32, 128))  # fmt: skip
+feed = {}
+for name, kw in (("budget 32, 8 seqs", dict(max_num_batched_tokens=32, max_num_seqs=8)),
+                 ("budget 512, 8 seqs", dict(max_num_batched_tokens=512, max_num_seqs=8)),
+                 ("budget 512, 64 seqs", dict(max_num_batched_tokens=512, max_num_seqs=64))):  # fmt: skip
+    t = sim_run(small.requests, **kw)
+    m = summarize(t)
+    feed[name] = (trace_utilisation(A100, t.steps), m.output_throughput, m.tpot.p50)
+print(f"{'':<20} {'utilisation':>11} {'output tok/s':>12} {'TPOT p50 ms':>11}")
+for name, (u, tp, tpot50) in feed.items():
+    print(f"{name:<20} {u:>11.1%} {tp:>12.0f} {tpot50 * 1e3:>11.1f}")
+(u0, t0, _), (u1, t1, _), (u2, t2, _) = feed.values()
+print(f"\nsymptom: {u0:.1%} of peak at budget 32 -> budget 512: {u1:.1%}, then 64 seqs (more decodes per step): "
+      f"{u2:.1%}. Verdict: both knobs feed the GPU: {u0 < u1 < u2}")  # fmt: skip
+
+# %% [markdown]
+# #### 11.7.3.4 Steady TPOT, low throughput: look at the waiting queue · TPOT 稳定但吞吐低：查 waiting 队列长度
+#
+# - Scene: the 100 conversations arriving at 8 per second, budget 2048, but only 4 seats
+#   (`max_num_seqs`). The waiting queue is `SchedulerStats.num_waiting_reqs` (`vllm:num_requests_waiting`
+#   in `/metrics`), recorded in every step of the trace.
+
+# %%
+arriving = make_workload("azure_conv", 100, rate=8.0, seed=0, vocab_size=A100.vocab_size, max_model_len=4096)
+queue = {}
+for seqs in (4, 64):
+    t = sim_run(arriving.requests, max_num_batched_tokens=2048, max_num_seqs=seqs)
+    m = summarize(t)
+    queue[seqs] = (m.tpot.p50, m.tpot.p99, m.output_throughput, m.max_num_waiting,
+                   statistics.mean(s.num_waiting for s in t.steps), m.ttft.p50)  # fmt: skip
+print(f"{'max_num_seqs':>12} {'TPOT p50/p99 ms':>15} {'output tok/s':>12} {'waiting max/mean':>16} {'TTFT p50 s':>10}")
+for seqs, (p50, p99, tp, wmax, wmean, ttft50) in queue.items():
+    print(f"{seqs:>12} {p50 * 1e3:>7.1f}/{p99 * 1e3:<7.1f} {tp:>12.0f} {wmax:>8}/{wmean:<7.1f} {ttft50:>10.2f}")
+(p50a, p99a, tpa, wa, _, _), (_, _, tpb, wb, _, _) = queue.values()
+print(f"\nsymptom at 4 seats: TPOT p99/p50 {p99a / p50a:.2f} (steady), {tpa:.0f} tok/s, up to {wa} requests waiting "
+      f"-> 64 seats: {tpb:.0f} tok/s, {wb} waiting. Verdict: the queue gives it away: {wa > 10 * wb}")  # fmt: skip
+
+# %% [markdown]
+# - What starved here is admission, not the decodes. The running requests decode fast (TPOT steady and low)
+#   while most of the load waits for a seat. The same picture comes from a KV cache too small to admit
+#   more requests. The fix is seats or blocks, and the queue length is the metric that shows it.
+#
+# #### 11.7.3.5 Beyond the book's table: preemptions · 表外一行：抢占
+#
+# - 100 uniform requests (32-512-token prompts) at once, budget 2048, on a pool of 800 blocks (12.8k tokens):
 
 # %%
 uniform = make_workload("uniform", 100, seed=0, vocab_size=A100.vocab_size, max_model_len=4096)
@@ -402,12 +558,14 @@ print(f"preemptions -> lower max_num_seqs: {base[0]} -> {fewer[0]}, throughput {
 # %% [markdown]
 # - More blocks cure preemption and raise throughput. Fewer seats also stop preemption, but by running
 #   fewer requests at once, so throughput drops. Reach for memory first (a smaller dtype or model, a
-#   higher `gpu_memory_utilization`), and lower `max_num_seqs` only when that is exhausted.
+#   higher `gpu_memory_utilization`; a smaller budget frees activation memory, see 11.7), and lower
+#   `max_num_seqs` only when that is exhausted.
 #
-# ### 11.7.6 Explore the knobs · 交互探索
+# #### 11.7.3.6 Explore the knobs · 交互探索
 #
 # - The config explorer reruns §11.1's scene on the simulator for every change and redraws the latency
-#   Gantt with the headline metrics.
+#   Gantt with the headline metrics. Its sliders offer only values the engine accepts (budgets from
+#   `max_num_seqs` = 16 up, KV pools that hold a 4096-token request).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -417,6 +575,8 @@ app = ConfigExplorer()
 app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
 
 # %%
+print("budgets offered:", list(app.budget.options))
+print("KV blocks offered:", list(app.num_blocks.options))
 print(app.summary())
 for control, value in ((app.budget, 2048), (app.threshold, 512), (app.chunked, False), (app.chunked, True),
                        (app.threshold, 0), (app.budget, 128), (app.num_blocks, 300)):  # fmt: skip
@@ -424,21 +584,25 @@ for control, value in ((app.budget, 2048), (app.threshold, 512), (app.chunked, F
     print(f"{control.description} = {value}: {app.summary()}")
 
 # %% [markdown]
-# **Try this:** set the budget to 64 and then 8192 and watch the long prompts' bars in the Gantt: many thin
+# **Try this:** set the budget to 16 and then 8192 and watch the long prompts' bars in the Gantt: many thin
 # prefill slices vs one thick one that stalls every chat. Then shrink the KV blocks until preemptions
-# appear, and switch the policy to priority.
+# appear, and switch the policy to priority. In the goodput explorer above, slide the SLO from 10 to 300 ms
+# and watch the peak move right.
 
 # %% [markdown]
 # ## Summary
 #
-# - Raising `max_num_batched_tokens` lowers TTFT and raises TPOT. Raw throughput rises until steps are
-#   compute bound and then stays flat; goodput under a TPOT SLO is an inverted U.
-# - On a GPU the first tokens of a chunk ride along nearly free. On a CPU every token costs, so the trade
-#   is linear.
-# - vLLM's budget defaults lean large (2048 to 16384); `long_prefill_token_threshold` is off (0); blocks
-#   are 16 tokens.
-# - The threshold lets several prompts share a step instead of one hogging it. Preemptions want more KV
-#   blocks first and fewer seats second.
+# - The book's four curves on the simulator: TTFT falls and TPOT rises, as it says. Utilisation (share of
+#   peak FLOP/s) rises and then plateaus, here at ~22% because decodes are memory bound. Raw throughput
+#   rises and then stays flat in the step-time model.
+# - The inverted U needs a cause. Under a TPOT SLO, goodput peaks at a budget that grows with the SLO
+#   (128 at 25 ms, 256 at 50 ms, 1024 at 100-200 ms). On a small GPU, a bigger budget's activation reserve takes KV blocks,
+#   and throughput falls a few percent (24 GiB: 2048 → 16384 costs ~5%).
+# - vLLM's budget defaults lean large (2048 to 16384, the A100 kept out of the biggest row since v0.9);
+#   `long_prefill_token_threshold` is off (0) and only cuts requests longer than itself.
+# - Diagnosis: spikes → lower the budget; slow TTFT → raise it; low utilisation with small chunks → raise the
+#   budget or admit more decodes; steady TPOT but low throughput → the waiting queue shows requests starved
+#   of seats or blocks.
 
 # %% [markdown]
 # ## Exercises

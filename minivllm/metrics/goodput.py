@@ -9,7 +9,6 @@ token has no TPOT and counts as within the SLO.
 
 from __future__ import annotations
 
-from minivllm.metrics.summary import summarize
 from minivllm.metrics.trace import EngineTrace, RequestRecord
 
 
@@ -31,7 +30,11 @@ def num_within_slo(trace: EngineTrace, tpot_slo_s: float) -> int:
 
 def goodput(trace: EngineTrace, tpot_slo_s: float) -> float:
     """Output tokens per second of the completed requests whose TPOT met ``tpot_slo_s`` (0.0 for no run)."""
-    duration = summarize(trace).duration
+    recs = trace.requests.values()
+    finishes = [r.finish_time for r in recs if r.finish_time is not None]
+    if not finishes:
+        return 0.0
+    duration = max(finishes) - min(r.arrival_time for r in recs)  # as summarize(): first arrival -> last finish
     if not duration > 0:
         return 0.0
     return sum(r.num_output_tokens for r in _done(trace) if request_tpot(r) <= tpot_slo_s) / duration
