@@ -1,6 +1,7 @@
 """KVCacheManager: which blocks each request owns, and prefix-cache lookups (§11.5, §11.8.1).
 
-Mirrors ``vllm/v1/core/kv_cache_manager.py`` (v0.8.5, full attention only).
+Mirrors ``vllm/v1/core/kv_cache_manager.py`` (v0.8.5, full attention only; ``allocate_slots`` also has
+later vLLM's ``full_sequence_must_fit`` admission gate, off unless ``scheduler_reserve_full_isl`` is on).
 Two questions drive the scheduler: "how much of this prompt is already cached?"
 (``get_computed_blocks``) and "are there blocks for n more tokens?"
 (``allocate_slots``, which answers None when the pool runs dry: the cue to
