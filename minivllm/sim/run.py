@@ -106,7 +106,7 @@ def simulate(
         config = EngineConfig.from_kwargs(**engine_kwargs)
         if memory is not None:
             sc, cc = config.scheduler_config, config.cache_config
-            assert sc.max_num_batched_tokens is not None
+            assert sc.max_num_batched_tokens is not None and sc.max_num_seqs is not None
             cc.num_gpu_blocks = memory.num_blocks(sc.max_num_batched_tokens, sc.max_num_seqs, cc.block_size)
     except ValueError as e:
         return SimResult(None, f"Invalid setting: {e}")

@@ -164,8 +164,10 @@ def test_chunk_size_curves_from_dicts_and_bench_results():
 
 def test_chunk_size_curves_plot_the_utilisation_when_every_point_has_one():
     util = {64: 0.17, 256: 0.21, 1024: 0.222, 4096: 0.222}
-    metrics = {b: {"ttft_p50": 1 / b, "tpot_p50": b * 1e-5, "output_throughput": 800.0, "utilisation": u}
-               for b, u in util.items()}  # fmt: skip
+    metrics = {
+        b: {"ttft_p50": 1 / b, "tpot_p50": b * 1e-5, "output_throughput": 800.0, "utilisation": u}
+        for b, u in util.items()
+    }
     fig = F.chunk_size_curves(metrics)
     assert_allclose(bars(fig, "% of peak FLOP/s").y, [17, 21, 22.2, 22.2])
     assert fig.layout.annotations[3].text == (
