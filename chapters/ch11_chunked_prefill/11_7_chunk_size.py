@@ -63,7 +63,7 @@ print(f"KV cache: {A100.num_blocks(16)} blocks of 16 tokens; max_num_seqs 64")
 #
 # ### The sweep · 扫描
 #
-# - Azure conversation lengths (prompt ~1.2k tokens, output ~200), 100 requests at once: the engine is
+# - Azure conversation lengths (prompt ~1.1k tokens, output ~220), 100 requests at once: the engine is
 #   saturated, so the budget decides how the work is cut up.
 # - One run per budget from 64 to 8192 tokens. The table is the one `python -m minivllm bench --mode sim
 #   --cost-model llama2_7b_a100 --workload azure_conv --num-prompts 100 --max-num-seqs 64
@@ -102,7 +102,7 @@ from minivllm.viz.figures import chunk_size_curves
 chunk_size_curves(metrics, title="Chunk size: Llama-2-7B on an A100 (simulated), 100 Azure conversations")
 
 # %% [markdown]
-# - **TTFT falls** (book: 单调下降, yes). A prompt of 1,200 tokens needs at least 19 steps at budget 64, one
+# - **TTFT falls** (book: 单调下降, yes). A prompt of 1,100 tokens needs at least 18 steps at budget 64, one
 #   at 2048, and the queue drains faster because fewer steps pay the fixed per-step cost.
 # - **TPOT rises** (book: 单调上升, yes). Every decoding request waits for the whole step, chunk included.
 #   Below ~64 tokens the step costs the same (the weights are read once per step: memory bound).
