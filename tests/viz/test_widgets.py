@@ -95,8 +95,10 @@ def test_explorer_reruns_on_every_control():
     e.chunked.value = True
     e.threshold.value = 16
     assert e.settings["long_prefill_token_threshold"] == 16 and e.state()["ok"]
+    title = e.fig.layout.title.text
     e.policy.value = "priority"
     assert e.settings["policy"] == "priority" and e.state()["ok"]
+    assert e.fig.layout.title.text != title and e.fig.layout.title.text.endswith("priority")  # the figure says so
 
 
 def test_explorer_offers_only_settings_the_engine_accepts():

@@ -131,7 +131,10 @@ class ConfigExplorer:
             sync_figure(self.fig, message_figure(r.message, "Latency Gantt (§11.1.3)"))
             return
         label = "chunked" if kw["enable_chunked_prefill"] else "unchunked"
-        title = f"Latency Gantt: {label}, budget {kw['max_num_batched_tokens']}, {kw['num_gpu_blocks']} KV blocks"
+        title = (
+            f"Latency Gantt: {label}, budget {kw['max_num_batched_tokens']}, threshold "
+            f"{kw['long_prefill_token_threshold']}, {kw['num_gpu_blocks']} KV blocks, {kw['policy']}"
+        )
         sync_figure(self.fig, latency_gantt(r.trace, title))
         self.metrics_html.value = metrics_table(self.metrics())
         text = " ".join(notes + ([r.message] if r.message else []))
