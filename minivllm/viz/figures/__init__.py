@@ -14,6 +14,8 @@ recovery_timeline         tokens dropped by preemption, back from cache / redone
 chunk_size_curves         TTFT, TPOT, throughput, utilisation vs chunk size      §11.7
 latency_cdfs              TTFT and TPOT CDFs                                     §11.7
 queue_kv_over_time        running / waiting queues and KV usage over time        §11.9
+goodput_curve             goodput under a TPOT SLO vs chunk size                 §11.7
+memory_curves             KV blocks, throughput, preemptions vs budget (memory)  §11.7
 ========================  =====================================================  =========
 """
 
@@ -23,16 +25,19 @@ from minivllm.viz.figures.gantt import gantt_compare, latency_gantt
 from minivllm.viz.figures.recovery import recovery_timeline
 from minivllm.viz.figures.schedule import chunk_schedule, schedule_columns, step_view
 from minivllm.viz.figures.timeline import recovery_events, request_segments
+from minivllm.viz.figures.tuning import goodput_curve, memory_curves
 
 __all__ = [
     "block_map_data",
     "chunk_schedule",
     "chunk_size_curves",
     "gantt_compare",
+    "goodput_curve",
     "kv_block_map",
     "kv_block_map_at",
     "latency_cdfs",
     "latency_gantt",
+    "memory_curves",
     "queue_kv_over_time",
     "recovery_events",
     "recovery_timeline",

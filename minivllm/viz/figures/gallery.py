@@ -42,8 +42,12 @@ def small_pool_run(num_gpu_blocks: int = 40) -> EngineTrace:
 
 
 def sweep_results(budgets: tuple[int, ...] = SWEEP_BUDGETS) -> dict[int, dict[str, float]]:
-    """One simulated run per chunk budget on an Azure-conversation workload at 8 req/s."""
+    """One simulated run per chunk budget on an Azure-conversation workload at 8 req/s, with its compute
+    utilisation (share of the preset's peak FLOP/s, ``minivllm.sim.utilisation``)."""
     from minivllm.metrics.summary import summarize
+    from minivllm.sim.cost_model import CostModel
+    from minivllm.sim.run import DEFAULT_PRESET
+    from minivllm.sim.utilisation import trace_utilisation
     from minivllm.sim.workload import make_workload
 
     w = make_workload("azure_conv", 80, rate=8.0, seed=0, vocab_size=32000, max_model_len=MAX_MODEL_LEN)
@@ -52,7 +56,8 @@ def sweep_results(budgets: tuple[int, ...] = SWEEP_BUDGETS) -> dict[int, dict[st
         r = simulate(
             w.requests, max_num_batched_tokens=b, max_num_seqs=64, max_model_len=MAX_MODEL_LEN, num_gpu_blocks=1500
         )
-        out[b] = summarize(r.trace).to_dict()
+        model = CostModel.from_preset(DEFAULT_PRESET)
+        out[b] = {**summarize(r.trace).to_dict(), "utilisation": trace_utilisation(model, r.trace.steps)}
     return out
 
 

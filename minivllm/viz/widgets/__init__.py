@@ -7,10 +7,12 @@ and ``.summary()`` (one line or a few) for notebooks to print under nbval.
 - :class:`StepPlayer` (§11.3, §11.5): Play + slider over a finished trace.
 - :class:`ConfigExplorer` (§11.7): scheduler settings -> simulator rerun -> Gantt + metrics.
 - :class:`RecoveryExplorer` (§11.5): preempt a request yourself, step on, see what comes back.
+- :class:`GoodputExplorer` (§11.7): a TPOT SLO slider over a budget sweep's goodput.
 """
 
 from minivllm.viz.widgets.explorer import ConfigExplorer
+from minivllm.viz.widgets.goodput import GoodputExplorer
 from minivllm.viz.widgets.player import StepPlayer
 from minivllm.viz.widgets.recovery_app import RecoveryExplorer
 
-__all__ = ["ConfigExplorer", "RecoveryExplorer", "StepPlayer"]
+__all__ = ["ConfigExplorer", "GoodputExplorer", "RecoveryExplorer", "StepPlayer"]
