@@ -179,7 +179,8 @@ book_table(off, trace_off, on, trace_on)
 # %%
 biggest = {label: max(s.num_scheduled_tokens for s in trace.steps) for label, (_, trace) in runs.items()}
 print("largest step, in tokens:", biggest)
-print(f"with chunking no step holds more than the budget of {BUDGET} tokens:", biggest[f"chunked, budget {BUDGET}"] <= BUDGET)
+print(f"with chunking no step holds more than the budget of {BUDGET} tokens:",
+      biggest[f"chunked, budget {BUDGET}"] <= BUDGET)
 
 # %% [markdown]
 # - The book's rows hold here: the worst gap is "被 chunk 上限限制" (bounded by the chunk), the p99 is
@@ -332,7 +333,6 @@ print(f"budget {BUDGET}: worst gap {r_on['itl_max'] * 1e3:.1f} ms, "
 
 # %%
 from minivllm.baselines import PrefillFirstScheduler
-from minivllm.metrics.summary import summarize
 
 
 def sim_prefill_first():

@@ -52,7 +52,7 @@ def make_scheduler(num_gpu_blocks=10):
 
 
 # %% [markdown]
-# ## 11.5 Recovery after preemption: reset, then find it again in the prefix cache · 被抢占后的恢复：清零，再靠 prefix cache 找回
+# ## 11.5 Recovery after preemption: reset, then the prefix cache · 被抢占后的恢复：清零，再靠 prefix cache 找回
 #
 # ### 11.5.1 A pool too small for everyone · KV 池装不下所有人
 #

@@ -162,7 +162,8 @@ def mem_row(budget, kv_blocks, **kw):
     trace = simulate(workload.requests, max_num_batched_tokens=budget, max_num_seqs=256, **kw).trace
     m = summarize(trace)
     return {"budget": budget, "kv_blocks": kv_blocks, "output_throughput": m.output_throughput,
-            "num_preemptions": m.num_preemptions, "mean_running": statistics.mean(s.num_running for s in trace.steps)}  # fmt: skip
+            "num_preemptions": m.num_preemptions,
+            "mean_running": statistics.mean(s.num_running for s in trace.steps)}  # fmt: skip
 
 
 rows = [mem_row(b, MEM.num_blocks(b, 256), memory=MEM) for b in MEM_BUDGETS]
@@ -175,10 +176,12 @@ for r in [*rows, same]:
 
 # %%
 by = {r["budget"]: r for r in rows}
-print(f"throughput from 2048 to 16384 on 24 GiB: {by[16384]['output_throughput'] / by[2048]['output_throughput'] - 1:+.1%}")
+print("throughput from 2048 to 16384 on 24 GiB: "
+      f"{by[16384]['output_throughput'] / by[2048]['output_throughput'] - 1:+.1%}")
 print(f"budget 16384 with the blocks of 512: {same['output_throughput'] / by[512]['output_throughput'] - 1:+.1%} "
       "against budget 512: the fall is the memory")  # fmt: skip
-print("KV blocks fall at every step of the sweep:", all(a["kv_blocks"] > b["kv_blocks"] for a, b in zip(rows, rows[1:])))
+print("KV blocks fall at every step of the sweep:",
+      all(a["kv_blocks"] > b["kv_blocks"] for a, b in zip(rows, rows[1:])))
 print("preemptions rise with the budget:", rows[-1]["num_preemptions"] > rows[0]["num_preemptions"])
 
 # %%
@@ -216,7 +219,8 @@ for slo_ms in (25, 50, 100, 200):
     b = best[slo_ms]
     print(f"{slo_ms:>5} ms {b:>11} {curve[b]:>13.0f} {num_within_slo(traces[b], slo_ms / 1e3):>7}/100 "
           f"{curve[8192]:>13.0f}   {trend(BUDGETS, [curve[x] for x in BUDGETS])}")  # fmt: skip
-print("\nthe best budget never shrinks as the SLO loosens:", all(best[a] <= best[b] for a, b in zip(best, list(best)[1:])))
+print("\nthe best budget never shrinks as the SLO loosens:",
+      all(best[a] <= best[b] for a, b in zip(best, list(best)[1:])))
 print(f"raw throughput: {trend(BUDGETS, thr)}")
 
 # %%
@@ -424,12 +428,12 @@ print(f"threshold 512, step {first.step}: long {first.cells['long']}, s0 {first.
 #
 # The book's table ("用三个指标反推", read the knob back from the metrics):
 #
-# | 观察 (observation) | 可能问题 (likely problem) | 调整方向 (knob) |
+# | 观察 observation | 可能问题 likely problem | 调整方向 knob |
 # |---|---|---|
-# | TPOT p99 远大于 p50（尖峰明显）: TPOT p99 far above p50 (spikes) | chunk 太大: chunk too big | 减小 max_num_batched_tokens |
-# | TTFT 远大于正常单次 prefill 时间: TTFT far above one normal prefill | chunk 太小，分太多次: too small, too many pieces | 增大 max_num_batched_tokens |
-# | GPU SM 利用率偏低且 chunk 小: low GPU utilisation and small chunks | 没吃饱: GPU not fed | 增大预算或混更多 decode |
-# | TPOT 稳定但总吞吐低: TPOT steady but throughput low | 可能 decode 饿死: maybe decode starvation | 查 waiting 队列长度 |
+# | TPOT p99 远大于 p50（尖峰明显）: p99 far above p50 | chunk 太大: too big | 减小 max_num_batched_tokens |
+# | TTFT 远大于正常单次 prefill 时间: TTFT ≫ a prefill | chunk 太小，分太多次: small | 增大 max_num_batched_tokens |
+# | GPU SM 利用率偏低且 chunk 小: low utilisation, small chunks | 没吃饱: not fed | 增大预算或混更多 decode |
+# | TPOT 稳定但总吞吐低: TPOT steady, throughput low | 可能 decode 饿死: starvation? | 查 waiting 队列长度 |
 #
 # - Each row below as an experiment on the simulator (Llama-2-7B, A100): symptom numbers, the knob turned,
 #   numbers after, verdict. Scene for the first two: §11.1's nine chats decoding, then three long prompts
@@ -486,7 +490,7 @@ print(f"\nsymptom at 64: median {before:.1f}x one prefill -> budget 2048: {after
 #   gives smooth decodes but slow long prompts. (The third long prompt stays above 3x even at 4096: it
 #   queues behind the other two.)
 #
-# #### 11.7.3.3 Low utilisation with small chunks: raise the budget or mix more decodes · 没吃饱：增大预算或混更多 decode
+# #### 11.7.3.3 Low utilisation, small chunks: raise the budget or mix more decodes · 没吃饱：增大预算或混更多 decode
 #
 # - "GPU SM 利用率" is read here as the share of peak FLOP/s (section 11.7). nvidia-smi's "GPU-Util" counts
 #   the time any kernel runs, and it reads near 100% for a memory-bound decode too.
@@ -596,8 +600,8 @@ for control, value in ((app.budget, 2048), (app.threshold, 512), (app.chunked, F
 #   peak FLOP/s) rises and then plateaus, here at ~22% because decodes are memory bound. Raw throughput
 #   rises and then stays flat in the step-time model.
 # - The inverted U needs a cause. Under a TPOT SLO, goodput peaks at a budget that grows with the SLO
-#   (128 at 25 ms, 256 at 50 ms, 1024 at 100-200 ms). On a small GPU, a bigger budget's activation reserve takes KV blocks,
-#   and throughput falls a few percent (24 GiB: 2048 → 16384 costs ~5%).
+#   (128 at 25 ms, 256 at 50 ms, 1024 at 100-200 ms). On a small GPU, a bigger budget's activation
+#   reserve takes KV blocks, and throughput falls a few percent (24 GiB: 2048 → 16384 costs ~5%).
 # - vLLM's budget defaults lean large (2048 to 16384, the A100 kept out of the biggest row since v0.9);
 #   `long_prefill_token_threshold` is off (0) and only cuts requests longer than itself.
 # - Diagnosis: spikes → lower the budget; slow TTFT → raise it; low utilisation with small chunks → raise the
