@@ -6,6 +6,9 @@ rules (tests/viz/test_jupyterlab_widgets.py checks the same in a real JupyterLab
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 
@@ -122,3 +125,18 @@ def test_recovery_rebuild_after_an_invalid_pool_clears_the_message_in_the_browse
     app.num_blocks.value = 64
     assert app.state()["step"] == 1 and not any("num_gpu_blocks" in a for v in views for a in v.annotations())
     assert view_state(views[0]) == python_state(app.blocks) and view_state(views[1]) == python_state(app.timeline)
+
+
+def test_arrays_reach_the_widget_as_json_lists():
+    """No numpy array in a synced trace: plotly's delta handler raises on a NaN-gapped or 2-D array, and
+    NaN is a gap (None), since strict JSON has no NaN."""
+    fw = go.FigureWidget(message_figure("running...", "Gantt"))
+    view = FrontEnd(fw)
+    x = np.array([1.0, np.nan, 2.0])
+    for _ in range(2):  # replaced, then updated in place
+        sync_figure(fw, go.Figure(go.Scatter(x=x, y=np.arange(3), customdata=np.ones((3, 2)))))
+        (trace,) = fw._data
+        assert trace["x"] == [1.0, None, 2.0] and trace["customdata"] == [[1.0, 1.0]] * 3
+        assert not any(isinstance(v, np.ndarray) for v in trace.values())
+        json.dumps([fw._widget_data, fw._widget_layout], allow_nan=False)
+        assert view.data[0]["x"] == [1.0, None, 2.0]

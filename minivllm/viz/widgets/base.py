@@ -11,6 +11,7 @@ import html
 import math
 from collections.abc import Mapping
 from copy import deepcopy
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.basedatatypes import BasePlotlyType
@@ -24,6 +25,26 @@ def _clear(obj: BasePlotlyType, keys: set[str]) -> None:
         obj[key] = None
 
 
+def _lists(value: Any) -> Any:
+    """``value`` with every numpy array as (nested) lists.
+
+    plotly's FigureWidget cannot always take an array back from the front end: when the browser's
+    copy of a typed array differs from plotly.js's cleaned one (NaN gaps in a line trace, a 2-D
+    ``customdata``), its trace delta holds a dict for that key and ``_remove_overlapping_props``
+    evaluates ``not array``, raising ``ValueError: The truth value of an array ... is ambiguous``
+    in the comm handler (plotly 7.1, the Gantt after budget 16). Lists are compared as lists; NaN and
+    infinities become ``None`` (a gap to plotly, as NaN is)."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_lists(v) for v in value)
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) >= 1:
+        return _lists(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # a gap, as NaN is; JSON has no NaN (the comm would warn "not JSON compliant")
+    return value
+
+
 def sync_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
     """Make ``fw`` show ``fig``, in Python and in every browser view of it.
 
@@ -34,25 +55,27 @@ def sync_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
     "Invalid setting ..." or "running..." annotation of a message figure) is cleared explicitly,
     and the rest goes in with ``update(..., overwrite=True)``: one ``update`` message carries the
     layout and the restyles. ``_widget_layout`` / ``_widget_data`` (the state a view starts from
-    when it is created later, e.g. after a page reload) are refreshed too; plotly refreshes them
-    only when the FigureWidget itself is displayed, never when it sits inside a VBox.
+    when it is created later, e.g. after a page reload) are set to ``fig`` too; plotly refreshes
+    them only when the FigureWidget itself is displayed, never when it sits inside a VBox.
     """
     same = len(fw.data) == len(fig.data) and all(a.type == b.type for a, b in zip(fw.data, fig.data))
     layout = fig.layout.to_plotly_json()
     with fw.batch_update():
         if same:
             for tr, new in zip(fw.data, fig.data):
-                spec = new.to_plotly_json()
+                spec = _lists(new.to_plotly_json())
                 spec.pop("uid", None)
                 _clear(tr, set(tr.to_plotly_json()) - set(spec) - {"uid", "type"})
                 tr.update(spec, overwrite=True)
         else:
             fw.data = ()
-            fw.add_traces(list(fig.data))
+            fw.add_traces([_lists(t.to_plotly_json()) for t in fig.data])
         _clear(fw.layout, set(fw.layout.to_plotly_json()) - set(layout))
         fw.layout.update(layout, overwrite=True)
-    fw._widget_layout = deepcopy(fw._layout_obj._props)
-    fw._widget_data = deepcopy(fw._data)
+    data = _lists(deepcopy(fig._data))  # the whole new figure: fw._data may lack what the front end called a default
+    for trace, shown in zip(data, fw.data):
+        trace["uid"] = shown.uid
+    fw._widget_data, fw._widget_layout = data, deepcopy(fig._layout)
 
 
 def message_html(text: str, level: str = "info") -> str:
