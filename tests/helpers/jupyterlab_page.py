@@ -144,7 +144,8 @@ def _bt_summary(f):  # effective values: what Python set, else the default the f
     return [f.layout.title.text or '', [a.text or '' for a in f.layout.annotations],
             [[t.type, t.name or '', _bt_len(t.x), _bt_len(t.y)] for t in f.data]]
 
-print(_j.dumps([_bt_summary(f) for f in list(_w._instances.values()) if isinstance(f, _go.FigureWidget)]))
+_bt_all = getattr(_w, '_instances', None) or _w.Widget.widgets  # every live widget (ipywidgets 8 / 7)
+print(_j.dumps([_bt_summary(f) for f in list(_bt_all.values()) if isinstance(f, _go.FigureWidget)]))
 """
 
 
