@@ -32,6 +32,7 @@ from typing import Any
 
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.entrypoints.detokenizer import IncrementalDetokenizer
+from minivllm.entrypoints.state_snapshot import StateSnapshots
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
 
@@ -102,6 +103,11 @@ class AsyncEngine:
     _inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, init=False)
     _streams: dict[str, _Stream] = field(default_factory=dict, init=False)
     on_dead: Callable[[str], None] | None = None  # called (on the engine thread) if the loop itself stops
+    # Built on the engine thread after every step and every batch of commands (``state_snapshot``); readers
+    # take ``snapshot`` as it is, without waiting behind the step in progress.
+    snapshot_fn: Callable[[LLMEngine], dict[str, Any]] | None = field(default_factory=lambda: StateSnapshots().build)
+    snapshot: dict[str, Any] | None = field(default=None, init=False)
+    step_started: float | None = field(default=None, init=False)  # perf_counter() of the step running, or None
     dead: str | None = field(default=None, init=False)  # why the loop stopped, once it has
     _thread: threading.Thread | None = field(default=None, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
@@ -111,6 +117,7 @@ class AsyncEngine:
         # Arrival times are taken when the HTTP request arrives (as vLLM's API server does), on the engine's clock.
         self.clock_offset = time.perf_counter() - self.engine.clock.now()
         self.engine.trace.max_steps = self.max_trace_steps  # a server runs forever: keep the trace bounded
+        self._publish()  # the first snapshot, before any step (still on the caller's thread: nothing runs yet)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="minivllm-engine", daemon=True)
             self._thread.start()
@@ -169,11 +176,15 @@ class AsyncEngine:
         engine = self.engine
         try:
             while not self._stop.is_set():
-                self._drain(block=not engine.has_unfinished_requests())
+                if self._drain(block=not engine.has_unfinished_requests()):
+                    self._publish()  # settings or queues changed
                 if not engine.has_unfinished_requests():
                     continue
+                self.step_started = time.perf_counter()
                 for out in engine.step():
                     self._dispatch(out)
+                self._publish()
+                self.step_started = None
         except BaseException as e:
             logger.exception("the engine loop stopped")
             self.dead = f"{type(e).__name__}: {e}"
@@ -182,17 +193,23 @@ class AsyncEngine:
         if self.dead is not None and self.on_dead is not None:
             self.on_dead(self.dead)
 
-    def _drain(self, block: bool) -> None:
+    def _drain(self, block: bool) -> bool:
+        """Run the queued commands; True if there were any."""
         try:
             cmd = self._inbox.get(timeout=self.idle_poll_s) if block else self._inbox.get_nowait()
         except queue.Empty:
-            return
+            return False
         while True:
             self._handle(cmd)
             try:
                 cmd = self._inbox.get_nowait()
             except queue.Empty:
-                return
+                return True
+
+    def _publish(self) -> None:
+        """Replace ``snapshot`` with a new one (one reference assignment: readers see the old or the new)."""
+        if self.snapshot_fn is not None:
+            self.snapshot = self.snapshot_fn(self.engine)
 
     def _handle(self, cmd: _Command) -> None:
         """Run one command. Its errors go back to its caller; a caller that has gone gets nothing."""

@@ -7,7 +7,9 @@ these endpoints let a class watch the complaint of §11.1.1 happen and go away o
   two steps (``LLMEngine.set_scheduling``). ``{"enable_chunked_prefill": false}`` also raises the token
   budget to ``max_model_len`` and clears ``long_prefill_token_threshold`` (what vLLM requires without
   chunking); ``true`` restores the chunked budget the server started with (or the one sent).
-* ``GET /admin/state``: KV blocks (total, free), queue lengths and the last steps (who got how many tokens).
+* ``GET /admin/state``: KV blocks (total, free), queue lengths and the last steps (who got how many tokens),
+  from the snapshot the engine thread publishes after each step (``state_snapshot``): it answers at once,
+  even during a long step, and says since when the step in progress has been running (``step_started``).
 * ``GET /admin/trace``: per-request timelines from the engine trace (engine clock; add ``clock_offset`` to get
   ``time.perf_counter()`` of the server process, which on Linux is CLOCK_MONOTONIC, shared by processes).
 * ``GET /admin/rag_prompt?num_tokens=N&seed=S``: token ids of a long RAG-style prompt; each seed gives
@@ -27,9 +29,10 @@ from fastapi.responses import FileResponse
 
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.entrypoints.protocol import APIError
+from minivllm.entrypoints.state_snapshot import MAX_STATE_STEPS, SCHEDULING_FIELDS
+from minivllm.entrypoints.state_snapshot import scheduling as _scheduling
 
 STATIC_DIR = Path(__file__).parent / "static"
-SCHEDULING_FIELDS = ("enable_chunked_prefill", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_seqs")
 PASSAGE = (
     "The Roman aqueducts carried water from distant springs into the cities, using gravity alone. Engineers "
     "surveyed the land so that each channel dropped only a little over many kilometres, and where valleys "
@@ -37,7 +40,6 @@ PASSAGE = (
 )
 
 MAX_TRACE_PAGE = 1000  # requests per /admin/trace page
-MAX_STATE_STEPS = 1000  # steps per /admin/state
 
 
 def guarded(raw: Request) -> None:
@@ -47,25 +49,6 @@ def guarded(raw: Request) -> None:
 
 router = APIRouter()
 admin = APIRouter(dependencies=[Depends(guarded)])
-
-
-def _step_dict(step: Any) -> dict[str, Any]:
-    return {
-        "step": step.step,
-        "start": step.start,
-        "end": step.end,
-        "duration": step.duration,
-        "prefill_tokens": sum(step.prefill_tokens.values()),
-        "decode_tokens": sum(step.decode_tokens.values()),
-        "num_running": step.num_running,
-        "num_waiting": step.num_waiting,
-        "kv_usage": step.kv_usage,
-        "preempted": list(step.preempted),
-    }
-
-
-def _scheduling(engine: LLMEngine) -> dict[str, Any]:
-    return {k: getattr(engine.scheduler.scheduler_config, k) for k in (*SCHEDULING_FIELDS, "max_model_len")}
 
 
 @router.get("/", include_in_schema=False)
@@ -125,21 +108,21 @@ async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
     if not 0 <= last_steps <= MAX_STATE_STEPS:
         raise APIError(f"last_steps must be in [0, {MAX_STATE_STEPS}], got {last_steps}.", "last_steps")
 
-    def read(engine: LLMEngine) -> dict[str, Any]:
-        kv = engine.scheduler.kv_cache_manager
-        return {
-            "now": time.perf_counter(),
-            "scheduling": _scheduling(engine),
-            "num_gpu_blocks": kv.num_gpu_blocks,
-            "num_free_blocks": kv.block_pool.get_num_free_blocks(),
-            "num_running": len(engine.scheduler.running),
-            "num_waiting": len(engine.scheduler.waiting),
-            "num_unfinished": engine.get_num_unfinished_requests(),
-            "num_steps": len(engine.trace.steps),
-            "steps": [_step_dict(s) for s in engine.trace.steps[-max(0, last_steps) :]] if last_steps else [],
-        }
-
-    return await raw.app.state.minivllm.engine.call(read)
+    engine = raw.app.state.minivllm.engine
+    snap, started = engine.snapshot, engine.step_started  # read once: the engine thread replaces them
+    if snap is None:
+        raise APIError("The engine has not published its state yet.", status=503, code="engine_starting")
+    steps = snap["steps"]
+    # "now", "published" and "step_started" are time.perf_counter() of the server process (CLOCK_MONOTONIC on
+    # Linux); the steps' start/end are on the engine's clock (add clock_offset).
+    return {
+        **snap,
+        "now": time.perf_counter(),
+        "alive": engine.alive,
+        "step_started": started,
+        "clock_offset": engine.clock_offset,
+        "steps": list(steps[len(steps) - min(last_steps, len(steps)) :]) if last_steps else [],
+    }
 
 
 @admin.get("/admin/trace")
