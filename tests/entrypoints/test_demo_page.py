@@ -2,7 +2,8 @@
 
 Uses Debian's chromium (``apt-get install chromium``; never ``playwright install``). The page loads, chats
 stream, the unchunked switch makes the whole RAG prompt one step, the chunked one cuts it into budget-sized
-steps, and the gap chart redraws. ``MINIVLLM_UPDATE_ASSETS=1`` also writes the screenshot to
+steps, and the gap chart redraws; while a step is held open, every streaming pane shows its open gap growing.
+``MINIVLLM_UPDATE_ASSETS=1`` also writes the screenshot to
 assets/server/demo.png (the committed one comes from tests/entrypoints/demo_screenshot.py with SmolLM2).
 """
 
@@ -79,6 +80,56 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
             ASSET.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ASSET))
+        page.click("#stop-all")
+        browser.close()
+        assert not errors, errors
+        state = wait_idle(srv.base_url)
+        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
+
+
+def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
+    """A step held open (the runner waits on an event, as a long prefill would make it wait): the page keeps
+    polling, says how long the step has run, and each streaming chat shows its open gap growing, in red."""
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    flags = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32")
+    with running_server(tiny_qwen2, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
+        runner = srv.engine.engine.model_runner
+        release, inside = threading.Event(), threading.Event()
+        real = runner.execute_model
+
+        def held(out):
+            inside.set()
+            assert release.wait(30)
+            return real(out)
+
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 820})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{srv.base_url}/")
+        page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+        page.click("#start-chats")
+        page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 8")
+        runner.execute_model = held  # the next step stays open until released
+        try:
+            assert inside.wait(10)
+            page.wait_for_function("() => document.getElementById('status').textContent.includes('has been running')")
+            first = page.evaluate("() => [...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap))")
+            page.wait_for_timeout(1000)
+            later = page.evaluate("() => [...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap))")
+            waiting = page.eval_on_selector_all(".pane .waiting.late", "els => els.map((e) => e.textContent)")
+        finally:
+            runner.execute_model = real
+            release.set()
+        chats = range(4)  # the four chat panes; the fifth is the idle RAG pane
+        assert all(later[i] > first[i] + 0.5 for i in chats), (first, later)
+        assert len(waiting) == 4 and all(w.startswith("waiting ") for w in waiting), waiting
+        assert "late" in page.get_attribute("#status", "class")
+        page.wait_for_function("() => !document.getElementById('status').textContent.includes('has been running')")
+        page.wait_for_function("() => document.querySelectorAll('.pane .waiting.late').length === 0")
         page.click("#stop-all")
         browser.close()
         assert not errors, errors

@@ -11,6 +11,7 @@ const CHATS = [
 const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b"];
 const RAG_COLOR = "#e65100";
 const WINDOW_S = 60; // the chart shows the last minute
+const WAIT_WARN_S = 0.5; // an open gap longer than this is drawn in red ("waiting 3.2 s")
 const T0 = performance.now();
 const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0,
                ragSeed: Math.floor(Math.random() * 1e6) }; // a new seed per page: no prefix-cache hit
@@ -36,7 +37,7 @@ function makeStream(kind, label, color) {
   const pane = document.createElement("div");
   pane.className = "pane";
   pane.style.borderTopColor = color;
-  pane.innerHTML = '<h2></h2><div class="stats">idle</div><div class="text"></div>';
+  pane.innerHTML = '<h2></h2><div class="stats">idle</div><div class="waiting"></div><div class="text"></div>';
   pane.querySelector("h2").textContent = label;
   $("streams").appendChild(pane);
   const s = { kind, label, color, pane, gaps: [], tokens: 0, last: null, start: 0, ttft: null, max: 0,
@@ -50,6 +51,23 @@ function updateStats(s) {
   const last = s.gaps.length ? `${s.gaps[s.gaps.length - 1].g.toFixed(0)} ms` : "–";
   s.pane.querySelector(".stats").textContent =
     `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft} · gap ${last} · max gap ${s.max.toFixed(0)} ms`;
+}
+
+// The open gap: how long a running stream has been waiting for its next token (its first one: since it was
+// sent). It grows while the engine is inside a long step, which the server's snapshot says (step_started).
+function openGap(s) {
+  return s.running ? now() - (s.last === null ? s.start : s.last) : 0;
+}
+
+function updateWaiting() {
+  for (const s of demo.streams) {
+    const el = s.pane.querySelector(".waiting");
+    const open = openGap(s);
+    const waiting = open > WAIT_WARN_S;
+    el.textContent = waiting ? `waiting ${open.toFixed(1)} s${s.last === null ? " for the first token" : ""}` : "";
+    el.classList.toggle("late", waiting);
+    s.pane.dataset.openGap = open.toFixed(3);
+  }
 }
 
 function onEvent(s, event, textEl) {
@@ -156,15 +174,23 @@ function showScheduling(sc) {
 
 async function pollState() {
   try {
+    // Served from the snapshot the engine publishes after each step: it answers even during a long step.
     const st = await api("/admin/state?last_steps=20");
     const last = st.steps[st.steps.length - 1];
-    const slowest = st.steps.reduce((m, x) => Math.max(m, x.duration), 0);
-    const step = last ? `step ${last.step}: ${last.prefill_tokens} prefill + ${last.decode_tokens} decode tokens in `
-      + `${(last.duration * 1000).toFixed(0)} ms · slowest of last 20 ${(slowest * 1000).toFixed(0)} ms` : "no step yet";
-    $("status").textContent = `${demo.model} · ${st.scheduling.enable_chunked_prefill ? "chunked" : "unchunked"}, `
+    const inStep = st.step_started === null ? 0 : st.now - st.step_started;
+    demo.stepRunningFor = inStep;
+    const step = inStep > WAIT_WARN_S ? `a step has been running for ${inStep.toFixed(1)} s`
+      : last ? `step ${last.step}: ${last.prefill_tokens} prefill + ${last.decode_tokens} decode tokens in `
+        + `${(last.duration * 1000).toFixed(0)} ms` : "no step yet";
+    $("status").textContent = (st.alive ? "" : "ENGINE NOT ANSWERING · ")
+      + `${demo.model} · ${st.scheduling.enable_chunked_prefill ? "chunked" : "unchunked"}, `
       + `budget ${st.scheduling.max_num_batched_tokens} · ${step} · running ${st.num_running}, waiting `
       + `${st.num_waiting} · KV blocks free ${st.num_free_blocks}/${st.num_gpu_blocks}`;
-  } catch (e) { $("status").textContent = `server unreachable: ${e.message}`; }
+    $("status").classList.toggle("late", inStep > WAIT_WARN_S || !st.alive);
+  } catch (e) {
+    $("status").textContent = `engine not answering: ${e.message}`;
+    $("status").classList.add("late");
+  }
 }
 
 function niceStep(range, ticks) {
@@ -241,6 +267,7 @@ async function init() {
   $("stop-all").onclick = () => demo.streams.forEach((s) => { s.wanted = false; if (s.controller) s.controller.abort(); });
   setInterval(pollState, 500);
   setInterval(draw, 100);
+  setInterval(updateWaiting, 100);
   pollState();
   draw();
   document.body.dataset.ready = "1";
