@@ -135,3 +135,40 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
         assert not errors, errors
         state = wait_idle(srv.base_url)
         assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
+
+
+def test_controls_show_the_servers_settings(tiny_qwen2):
+    """The budget field applies on change; a refused budget leaves the old one in force with the error on
+    screen; a change made in another tab shows in this one at the next poll; labels follow the server."""
+    from playwright.sync_api import sync_playwright
+
+    flags = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32")
+    with running_server(tiny_qwen2, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page, other = (browser.new_page(viewport={"width": 1400, "height": 820}) for _ in range(2))
+        errors: list[str] = []
+        for p in (page, other):
+            p.on("pageerror", lambda e: errors.append(str(e)))
+            p.goto(f"{srv.base_url}/")
+            p.wait_for_selector("body[data-ready='1']", timeout=15_000)
+        assert page.get_attribute("#budget", "min") == "16" and page.input_value("#budget") == "32"
+
+        page.fill("#budget", "64")
+        page.dispatch_event("#budget", "change")
+        page.wait_for_function("() => document.getElementById('status').textContent.includes('budget 64')")
+        assert scheduling(srv.base_url)["max_num_batched_tokens"] == 64
+
+        page.fill("#budget", "8")  # below max_num_seqs: refused by the engine
+        page.dispatch_event("#budget", "change")
+        page.wait_for_function("() => document.getElementById('error').textContent.includes('refused')")
+        assert scheduling(srv.base_url)["max_num_batched_tokens"] == 64
+        page.wait_for_timeout(1200)  # two polls later the error is still there, the field shows the server's 64
+        assert "max_num_batched_tokens" in page.inner_text("#error") and page.input_value("#budget") == "64"
+
+        other.click("#chunked")  # another tab turns chunking off
+        other.wait_for_function("() => !document.getElementById('chunked').checked")
+        page.wait_for_function("() => !document.getElementById('chunked').checked", timeout=5_000)
+        page.wait_for_function("() => document.getElementById('status').textContent.includes('unchunked')")
+        assert scheduling(srv.base_url)["enable_chunked_prefill"] is False
+        browser.close()
+        assert not errors, errors

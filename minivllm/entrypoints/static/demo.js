@@ -139,8 +139,12 @@ function addEvent(label, color) {
   demo.events.push({ t: now(), label, color });
 }
 
-function chunkLabel() {
-  return $("chunked").checked ? `chunked, budget ${$("budget").value}` : "unchunked";
+// Labels come from the server's settings as last read (demo.scheduling), never from what the inputs say.
+function chunkLabel(sc = demo.scheduling) {
+  if (!sc) return "settings unknown";
+  if (!sc.enable_chunked_prefill) return "unchunked";
+  const threshold = sc.long_prefill_token_threshold ? `, threshold ${sc.long_prefill_token_threshold}` : "";
+  return `chunked, budget ${sc.max_num_batched_tokens}${threshold}`;
 }
 
 async function sendRag() {
@@ -156,20 +160,46 @@ async function sendRag() {
   } catch (e) { rag.pane.querySelector(".text").textContent = `[error: ${e.message}]`; }
 }
 
-async function setChunked() {
-  const on = $("chunked").checked;
-  const body = on ? { enable_chunked_prefill: true, max_num_batched_tokens: Number($("budget").value) }
-                  : { enable_chunked_prefill: false };
+// One change to the scheduler: the server's reply is what the page shows; a refused change leaves the
+// server's settings as they were, the page re-reads them, and the error stays on screen until the next success.
+async function changeScheduling(body) {
   try {
-    showScheduling(await api("/admin/scheduling", body));
-    addEvent(on ? `chunking on (${$("budget").value})` : "chunking off", "#555");
-  } catch (e) { $("status").textContent = `scheduling: ${e.message}`; showScheduling(await api("/admin/scheduling")); }
+    const sc = await api("/admin/scheduling", body);
+    showScheduling(sc);
+    showError("");
+    addEvent(sc.enable_chunked_prefill ? `chunking on (budget ${sc.max_num_batched_tokens})` : "chunking off", "#555");
+  } catch (e) {
+    showError(`setting refused, previous settings kept: ${e.message}`);
+    showScheduling(await api("/admin/scheduling"), true);
+  }
 }
 
-function showScheduling(sc) {
+function setChunked() {
+  const on = $("chunked").checked;
+  return changeScheduling(on ? { enable_chunked_prefill: true, max_num_batched_tokens: Number($("budget").value) }
+                             : { enable_chunked_prefill: false });
+}
+
+function setBudget() {
+  // Chunking off: the budget is max_model_len; the value typed applies when chunking is switched on.
+  if (demo.scheduling && demo.scheduling.enable_chunked_prefill) {
+    return changeScheduling({ max_num_batched_tokens: Number($("budget").value) });
+  }
+  showError(`budget ${$("budget").value} will apply when chunked prefill is switched on`);
+}
+
+function showError(text) {
+  $("error").textContent = text;
+}
+
+function showScheduling(sc, force = false) {
+  demo.scheduling = sc;
   $("chunked").checked = sc.enable_chunked_prefill;
   $("chunked-label").classList.toggle("on", sc.enable_chunked_prefill);
-  if (sc.enable_chunked_prefill) $("budget").value = sc.max_num_batched_tokens;
+  $("budget").min = sc.max_num_seqs; // the engine refuses a budget below max_num_seqs
+  // The field is left alone while someone types in it, unless the server just refused what was typed.
+  const typing = document.activeElement === $("budget") && !force;
+  if (sc.enable_chunked_prefill && !typing) $("budget").value = sc.max_num_batched_tokens;
 }
 
 async function pollState() {
@@ -179,12 +209,12 @@ async function pollState() {
     const last = st.steps[st.steps.length - 1];
     const inStep = st.step_started === null ? 0 : st.now - st.step_started;
     demo.stepRunningFor = inStep;
+    showScheduling(st.scheduling); // another tab (or curl) may have changed them
     const step = inStep > WAIT_WARN_S ? `a step has been running for ${inStep.toFixed(1)} s`
       : last ? `step ${last.step}: ${last.prefill_tokens} prefill + ${last.decode_tokens} decode tokens in `
         + `${(last.duration * 1000).toFixed(0)} ms` : "no step yet";
     $("status").textContent = (st.alive ? "" : "ENGINE NOT ANSWERING · ")
-      + `${demo.model} · ${st.scheduling.enable_chunked_prefill ? "chunked" : "unchunked"}, `
-      + `budget ${st.scheduling.max_num_batched_tokens} · ${step} · running ${st.num_running}, waiting `
+      + `${demo.model} · ${chunkLabel(st.scheduling)} · ${step} · running ${st.num_running}, waiting `
       + `${st.num_waiting} · KV blocks free ${st.num_free_blocks}/${st.num_gpu_blocks}`;
     $("status").classList.toggle("late", inStep > WAIT_WARN_S || !st.alive);
   } catch (e) {
@@ -264,6 +294,7 @@ async function init() {
   $("start-chats").onclick = () => demo.streams.filter((s) => s.kind === "chat").forEach((s) => chatLoop(s, s.question));
   $("send-rag").onclick = sendRag;
   $("chunked").onchange = setChunked;
+  $("budget").onchange = setBudget;
   $("stop-all").onclick = () => demo.streams.forEach((s) => { s.wanted = false; if (s.controller) s.controller.abort(); });
   setInterval(pollState, 500);
   setInterval(draw, 100);
