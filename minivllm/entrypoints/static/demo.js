@@ -2,11 +2,13 @@
 // stream's inter-token gaps. Plain JS + canvas; talks only to this server (OpenAI API + /admin/*).
 "use strict";
 
+// Questions with long answers, sampled (temperature 0.8, a seed per chat and answer) with ignore_eos: each chat
+// streams for the whole scene instead of finishing after a few tokens or looping on a greedy phrase.
 const CHATS = [
-  "What is the capital of France?",
-  "Give me three tips for staying focused while studying.",
-  "Explain what a hash table is in two sentences.",
-  "Write a haiku about autumn rain.",
+  "Tell me the history of Paris, from the Romans to today, in detail.",
+  "Give me twenty tips for staying focused while studying, each with an example.",
+  "Explain how a hash table works, step by step, with an example in Python.",
+  "Write a long story about a lighthouse keeper during an autumn storm.",
 ];
 const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b"];
 const RAG_COLOR = "#e65100";
@@ -41,7 +43,7 @@ function makeStream(kind, label, color) {
   pane.querySelector("h2").textContent = label;
   $("streams").appendChild(pane);
   const s = { kind, label, color, pane, gaps: [], tokens: 0, last: null, start: 0, ttft: null, max: 0,
-              running: false, wanted: false, controller: null };
+              running: false, wanted: false, controller: null, answers: 0 };
   demo.streams.push(s);
   return s;
 }
@@ -80,8 +82,11 @@ function onEvent(s, event, textEl) {
   if (!c || (c.delta && c.delta.role)) return; // the usage chunk, or chat's role-only first chunk
   const t = now();
   s.tokens += 1;
-  if (s.last === null) s.ttft = t - s.start;
-  else {
+  if (s.last === null) {
+    s.ttft = t - s.start;
+    // A chat's wait for its first token is a gap its user sees too: plotted, marked as a first token.
+    if (s.kind === "chat") { s.gaps.push({ t, g: s.ttft * 1000, first: true }); s.max = Math.max(s.max, s.ttft * 1000); }
+  } else {
     const g = (t - s.last) * 1000;
     s.gaps.push({ t, g });
     s.max = Math.max(s.max, g);
@@ -97,7 +102,9 @@ async function runStream(s, path, body) {
   s.controller = new AbortController();
   Object.assign(s, { running: true, start: now(), last: null, ttft: null, tokens: 0 });
   const textEl = s.pane.querySelector(".text");
-  textEl.textContent = "";
+  s.answers += 1;
+  if (s.kind === "rag" || s.answers === 1) textEl.textContent = "";
+  else textEl.textContent += `\n\n— answer ${s.answers} —\n`; // appended: the pane never blanks mid-scene
   updateStats(s);
   let ok = true;
   try {
@@ -130,7 +137,8 @@ async function chatLoop(s, question) {
   if (s.wanted) return;
   s.wanted = true;
   while (s.wanted) { // a chat that finishes asks again, so the streams keep flowing during the lesson
-    const body = { messages: [{ role: "user", content: question }], max_tokens: demo.chatTokens, temperature: 0 };
+    const body = { messages: [{ role: "user", content: question }], max_tokens: demo.chatTokens, temperature: 0.8,
+                   top_p: 0.95, seed: demo.ragSeed + s.answers, ignore_eos: true };
     if (!(await runStream(s, "/v1/chat/completions", body))) s.wanted = false;
   }
 }
@@ -271,7 +279,9 @@ function draw() {
       end = p.t;
     }
     g.stroke();
-    for (const p of pts) g.fillRect(x(p.t) - 1.5, y(p.g) - 1.5, 3, 3);
+    for (const p of pts) { // a first token (the wait since the request was sent) is a hollow, larger mark
+      if (p.first) g.strokeRect(x(p.t) - 3.5, y(p.g) - 3.5, 7, 7); else g.fillRect(x(p.t) - 1.5, y(p.g) - 1.5, 3, 3);
+    }
     drawn += pts.length;
     const label = `${s.label}: max ${s.max.toFixed(0)} ms`;
     g.textAlign = "right"; g.fillText(label, lx, T + 14); lx -= g.measureText(label).width + 14;
