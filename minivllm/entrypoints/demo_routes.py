@@ -12,8 +12,10 @@ these endpoints let a class watch the complaint of §11.1.1 happen and go away o
   even during a long step, and says since when the step in progress has been running (``step_started``).
 * ``GET /admin/trace``: per-request timelines from the engine trace (engine clock; add ``clock_offset`` to get
   ``time.perf_counter()`` of the server process, which on Linux is CLOCK_MONOTONIC, shared by processes).
-* ``GET /admin/rag_prompt?num_tokens=N&seed=S``: token ids of a long RAG-style prompt; each seed gives
-  different tokens from the first block on, so the prefix cache cannot hide the prefill.
+* ``GET /admin/rag_prompt?num_tokens=N&seed=S``: token ids of a long RAG-style prompt of exactly N tokens,
+  a user message in the model's chat template (with the generation prompt, so the answer starts as an
+  assistant's turn); each seed gives different tokens right after the template's opening, so the prefix
+  cache cannot hide the prefill (at most the opening's full blocks are shared).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fastapi.responses import FileResponse
 
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.entrypoints.protocol import APIError
+from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE
 from minivllm.entrypoints.state_snapshot import MAX_STATE_STEPS, SCHEDULING_FIELDS
 from minivllm.entrypoints.state_snapshot import scheduling as _scheduling
 
@@ -165,11 +168,25 @@ async def rag_prompt(raw: Request, num_tokens: int = 2000, seed: int = 0) -> dic
     tok = state.tokenizer
     if tok is None:
         raise APIError("This model has no tokenizer.", status=400)
-    question = tok.encode("\nUsing only the documents above, summarise how the aqueducts worked in one sentence.")
-    passages, i = [], 0
-    while sum(map(len, passages)) < num_tokens:
-        passages.append(tok.encode(f"[Document {seed}.{i}] {PASSAGE}"))
+    # The template around one user message, split at a marker: its opening, then the question and its closing
+    # (end of turn + the assistant's generation prompt). The documents fill the middle to exactly num_tokens.
+    marker = "\x00DOCUMENTS\x00"
+    template = None if getattr(tok, "chat_template", None) else FALLBACK_CHAT_TEMPLATE
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": marker}], chat_template=template, add_generation_prompt=True, tokenize=False
+    )
+    opening, closing = text.split(marker)
+    head = list(tok.encode(opening, add_special_tokens=False))
+    question = "\nUsing only the documents above, summarise how the aqueducts worked in one sentence."
+    tail = list(tok.encode(question + closing, add_special_tokens=False))
+    room = num_tokens - len(head) - len(tail)
+    if room < 1:
+        raise APIError(f"num_tokens must be at least {len(head) + len(tail) + 1} (the chat template and the "
+                       f"question take {len(head) + len(tail)}), got {num_tokens}.", "num_tokens")  # fmt: skip
+    body: list[int] = []
+    i = 0
+    while len(body) < room:
+        body += tok.encode(f"[Document {seed}.{i}] {PASSAGE}", add_special_tokens=False)
         i += 1
-    body = [t for p in passages for t in p][: max(1, num_tokens - len(question))]
-    ids = (body + question)[:num_tokens]
-    return {"prompt_token_ids": ids, "num_tokens": len(ids)}
+    ids = head + body[:room] + tail
+    return {"prompt_token_ids": ids, "num_tokens": len(ids), "num_template_tokens": len(head) + len(tail)}

@@ -209,3 +209,19 @@ def test_overload_queues_and_preempts_without_losing_a_request(tiny_qwen2, offli
     params = SamplingParams(max_tokens=60, temperature=0.0, ignore_eos=True)
     expected = offline.generate(prompts, params, use_tqdm=False)
     assert [g.text for g in got] == [e.text for e in expected]  # recompute after preemption changes nothing
+
+
+def test_rag_prompt_is_a_chat_turn_of_exactly_the_asked_length(server, offline):
+    tok = offline.tokenizer
+    got = {seed: httpx.get(f"{server.base_url}/admin/rag_prompt", params={"num_tokens": 150, "seed": seed}).json()
+           for seed in (1, 2)}  # fmt: skip
+    a, b = got[1]["prompt_token_ids"], got[2]["prompt_token_ids"]
+    assert len(a) == len(b) == got[1]["num_tokens"] == 150
+    text = tok.decode(a)
+    assert text.startswith("user: ") and text.endswith("\nassistant:")  # FALLBACK_CHAT_TEMPLATE, generation prompt
+    assert "[Document 1.0]" in text and "summarise how the aqueducts worked" in text
+    opening = len(tok.encode("user: ", add_special_tokens=False))
+    first_difference = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    assert opening <= first_difference < opening + 16  # the seeds differ within the first block after the opening
+    small = httpx.get(f"{server.base_url}/admin/rag_prompt", params={"num_tokens": 16}).json()["error"]
+    assert small["param"] == "num_tokens" and "at least" in small["message"]
