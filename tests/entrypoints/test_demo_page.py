@@ -67,10 +67,11 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         page.wait_for_function("() => document.getElementById('chunked').checked")
         page.wait_for_timeout(200)
         assert scheduling(srv.base_url)["max_num_batched_tokens"] == 32
+        assert scheduling(srv.base_url)["long_prefill_token_threshold"] == 16
         page.click("#send-rag")
         page.wait_for_function(RAG_DONE, timeout=20_000)
         page.wait_for_timeout(300)
-        assert max_prefill_step(srv.base_url, last_steps=40) <= 32
+        assert max_prefill_step(srv.base_url, last_steps=40) <= 32  # the RAG prompt's chunks: <= 16 each
         assert points(page) > before + 40
         assert page.eval_on_selector("#gap-chart", "c => c.toDataURL()") != image  # the chart redrew
         events = page.evaluate("() => window.demo.events.map((e) => e.label)")
@@ -157,6 +158,8 @@ def test_controls_show_the_servers_settings(tiny_qwen2):
         page.dispatch_event("#budget", "change")
         page.wait_for_function("() => document.getElementById('status').textContent.includes('budget 64')")
         assert scheduling(srv.base_url)["max_num_batched_tokens"] == 64
+        assert scheduling(srv.base_url)["long_prefill_token_threshold"] == 32  # half the budget: room for new chats
+        assert "threshold 32" in page.inner_text("#status")
 
         page.fill("#budget", "8")  # below max_num_seqs: refused by the engine
         page.dispatch_event("#budget", "change")

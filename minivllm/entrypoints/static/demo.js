@@ -175,23 +175,33 @@ async function changeScheduling(body) {
     const sc = await api("/admin/scheduling", body);
     showScheduling(sc);
     showError("");
-    addEvent(sc.enable_chunked_prefill ? `chunking on (budget ${sc.max_num_batched_tokens})` : "chunking off", "#555");
+    addEvent(sc.enable_chunked_prefill ? `chunking on (${chunkLabel(sc).slice(9)})` : "chunking off", "#555");
   } catch (e) {
     showError(`setting refused, previous settings kept: ${e.message}`);
     showScheduling(await api("/admin/scheduling"), true);
   }
 }
 
+// Chunking on also caps one request's chunk at half the budget (long_prefill_token_threshold): without it the
+// long prompt takes all the budget the decodes leave, and a chat that asks again in the meantime waits for its
+// first token until the whole prompt is in (running requests are served first, §11.3).
+function defaultThreshold(budget) {
+  return Math.max(1, Math.floor(budget / 2));
+}
+
 function setChunked() {
   const on = $("chunked").checked;
-  return changeScheduling(on ? { enable_chunked_prefill: true, max_num_batched_tokens: Number($("budget").value) }
+  const budget = Number($("budget").value);
+  return changeScheduling(on ? { enable_chunked_prefill: true, max_num_batched_tokens: budget,
+                                 long_prefill_token_threshold: defaultThreshold(budget) }
                              : { enable_chunked_prefill: false });
 }
 
 function setBudget() {
   // Chunking off: the budget is max_model_len; the value typed applies when chunking is switched on.
   if (demo.scheduling && demo.scheduling.enable_chunked_prefill) {
-    return changeScheduling({ max_num_batched_tokens: Number($("budget").value) });
+    const budget = Number($("budget").value);
+    return changeScheduling({ max_num_batched_tokens: budget, long_prefill_token_threshold: defaultThreshold(budget) });
   }
   showError(`budget ${$("budget").value} will apply when chunked prefill is switched on`);
 }
