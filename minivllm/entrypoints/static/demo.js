@@ -12,7 +12,8 @@ const CHATS = [
 ];
 const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b"];
 const RAG_COLOR = "#e65100";
-const WINDOW_S = 60; // the chart shows the last minute
+// The chart keeps the whole session on its time axis, and its y axis at the session's largest gap: the
+// unchunked plateau stays on screen beside the chunked run, on the same scale, while the class compares them.
 const WAIT_WARN_S = 0.5; // an open gap longer than this is drawn in red ("waiting 3.2 s")
 const T0 = performance.now();
 const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0,
@@ -253,12 +254,12 @@ function draw() {
   const g = cv.getContext("2d");
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
   g.clearRect(0, 0, W, H);
-  const L = 56, R = 12, T = 34, B = 28, t1 = Math.max(now(), 10), t0 = Math.max(0, t1 - WINDOW_S);
-  const visible = demo.streams.flatMap((s) => s.gaps.filter((p) => p.t >= t0));
+  const L = 64, R = 12, T = 40, B = 32, t1 = Math.max(now(), 10), t0 = 0;
+  const visible = demo.streams.flatMap((s) => s.gaps);
   const top = visible.reduce((m, p) => Math.max(m, p.g), 50) * 1.1, yStep = niceStep(top, 5);
   const yMax = Math.ceil(top / yStep) * yStep;
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R), y = (v) => H - B - (v / yMax) * (H - T - B);
-  g.font = "11px system-ui"; g.strokeStyle = "#e0e0e0"; g.fillStyle = "#555"; g.lineWidth = 1;
+  g.font = "14px system-ui"; g.strokeStyle = "#e0e0e0"; g.fillStyle = "#555"; g.lineWidth = 1;
   for (let v = 0; v <= yMax + 1e-9; v += yStep) {
     g.beginPath(); g.moveTo(L, y(v)); g.lineTo(W - R, y(v)); g.stroke();
     g.textAlign = "right"; g.fillText(`${v.toFixed(0)}`, L - 4, y(v) + 4);
@@ -273,7 +274,7 @@ function draw() {
     if (ev.t < t0) return;
     g.strokeStyle = ev.color; g.setLineDash([4, 4]); g.beginPath(); g.moveTo(x(ev.t), T); g.lineTo(x(ev.t), H - B);
     g.stroke(); g.setLineDash([]); g.fillStyle = ev.color; g.textAlign = "left";
-    g.fillText(ev.label, x(ev.t) + 3, i % 2 ? T - 4 : T - 17);
+    g.fillText(ev.label, x(ev.t) + 3, i % 2 ? T - 4 : T - 21);
   });
   let drawn = 0, lx = W - R - 4;
   g.save(); g.beginPath(); g.rect(L, 0, W - L - R, H); g.clip();
@@ -294,7 +295,7 @@ function draw() {
     }
     drawn += pts.length;
     const label = `${s.label}: max ${s.max.toFixed(0)} ms`;
-    g.textAlign = "right"; g.fillText(label, lx, T + 14); lx -= g.measureText(label).width + 14;
+    g.textAlign = "right"; g.fillText(label, lx, T + 18); lx -= g.measureText(label).width + 14;
   }
   g.restore();
   cv.dataset.points = String(demo.points);
