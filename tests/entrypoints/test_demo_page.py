@@ -77,6 +77,14 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         events = page.evaluate("() => window.demo.events.map((e) => e.label)")
         assert [e.split(" (")[0] for e in events] == ["chunking off", "RAG 192 tok", "chunking on", "RAG 192 tok"]
         assert "chunked, budget 32" in page.inner_text("#status")
+        page.wait_for_function("() => document.querySelectorAll('#runs tbody tr').length === 2")
+        cells = "rs => rs.map((r) => [...r.cells].map((c) => c.textContent))"
+        rows = page.eval_on_selector_all("#runs tbody tr", cells)
+        assert [r[1] for r in rows] == ["unchunked", "chunked, budget 32, threshold 16"] and rows[0][2] == "192"
+        assert all(r[3].endswith(" ms") and r[5].endswith(" ms") for r in rows), rows
+        runs = page.evaluate("() => window.demo.runs")
+        assert all(r["numGaps"] > 0 and r["worst"] >= r["p99"] > 0 for r in runs), runs
+        print("comparison table:", rows)
         page.screenshot(path=str(tmp_path / "demo.png"))
         if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
             ASSET.parent.mkdir(parents=True, exist_ok=True)

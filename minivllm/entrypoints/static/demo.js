@@ -16,7 +16,7 @@ const RAG_COLOR = "#e65100";
 // unchunked plateau stays on screen beside the chunked run, on the same scale, while the class compares them.
 const WAIT_WARN_S = 0.5; // an open gap longer than this is drawn in red ("waiting 3.2 s")
 const T0 = performance.now();
-const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0,
+const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0, runs: [],
                ragSeed: Math.floor(Math.random() * 1e6) }; // a new seed per page: no prefix-cache hit
 window.demo = demo;
 
@@ -44,7 +44,7 @@ function makeStream(kind, label, color) {
   pane.querySelector("h2").textContent = label;
   $("streams").appendChild(pane);
   const s = { kind, label, color, pane, gaps: [], tokens: 0, last: null, start: 0, ttft: null, max: 0,
-              running: false, wanted: false, controller: null, answers: 0 };
+              running: false, wanted: false, controller: null, answers: 0, ids: [] };
   demo.streams.push(s);
   return s;
 }
@@ -78,6 +78,7 @@ function onEvent(s, event, textEl) {
   const data = event.slice(6);
   if (data === "[DONE]") return;
   const msg = JSON.parse(data);
+  if (msg.id && s.ids[s.ids.length - 1] !== msg.id) s.ids.push(msg.id); // the engine's request id
   if (msg.error) { textEl.textContent += `\n[error: ${msg.error.message}]`; return; }
   const c = msg.choices && msg.choices[0];
   if (!c || (c.delta && c.delta.role)) return; // the usage chunk, or chat's role-only first chunk
@@ -163,10 +164,55 @@ async function sendRag() {
   demo.ragSeed += 1;
   try {
     const p = await api(`/admin/rag_prompt?num_tokens=${n}&seed=${demo.ragSeed}`);
-    addEvent(`RAG ${p.num_tokens} tok (${chunkLabel()})`, RAG_COLOR);
-    await runStream(rag, "/v1/completions", { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0,
-                                              ignore_eos: true });
+    const settings = demo.scheduling;
+    addEvent(`RAG ${p.num_tokens} tok (${chunkLabel(settings)})`, RAG_COLOR);
+    const chatIds = demo.streams.filter((s) => s.kind === "chat").map((s) => s.ids.length);
+    if (await runStream(rag, "/v1/completions", { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0,
+                                                  ignore_eos: true })) {
+      await addRun(settings, p.num_tokens, rag.ids[rag.ids.length - 1], chatIds);
+    }
   } catch (e) { rag.pane.querySelector(".text").textContent = `[error: ${e.message}]`; }
+}
+
+// One row per RAG run, from the engine's trace (/admin/trace, engine clock): while the RAG prompt was being
+// prefilled (its arrival to its first token), the longest and the p99 gap any chat saw between two of its
+// tokens (or before its first one), and the RAG prompt's TTFT. The rows stay on screen for the comparison.
+async function addRun(settings, numTokens, ragId, chatIdsBefore) {
+  await new Promise((r) => setTimeout(r, 300)); // the chats' tokens after the prefill, for the gap that spans it
+  const chats = demo.streams.filter((s) => s.kind === "chat");
+  const ids = chats.flatMap((s, i) => s.ids.slice(Math.max(0, chatIdsBefore[i] - 1)));
+  const tr = await api(`/admin/trace?request_ids=${[ragId, ...ids].join(",")}`);
+  const rag = tr.requests[ragId];
+  if (!rag || !rag.token_times.length) return;
+  const w0 = rag.arrival_time, w1 = rag.token_times[0];
+  const gaps = [];
+  for (const id of ids) {
+    const r = tr.requests[id];
+    if (!r) continue;
+    const times = [r.arrival_time, ...r.token_times];
+    for (let k = 1; k < times.length; k++) if (times[k] > w0 && times[k - 1] < w1) gaps.push(times[k] - times[k - 1]);
+  }
+  gaps.sort((a, b) => a - b);
+  const p99 = gaps.length ? gaps[Math.min(gaps.length - 1, Math.ceil(0.99 * gaps.length) - 1)] : NaN;
+  demo.runs.push({ label: chunkLabel(settings), numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN, p99,
+                   ttft: w1 - w0, numGaps: gaps.length });
+  showRuns();
+}
+
+function showRuns() {
+  const ms = (x) => (Number.isNaN(x) ? "–" : `${(x * 1000).toFixed(0)} ms`);
+  const body = $("runs").querySelector("tbody");
+  body.innerHTML = "";
+  demo.runs.forEach((r, i) => {
+    const tr = document.createElement("tr");
+    for (const v of [i + 1, r.label, r.numTokens, ms(r.worst), ms(r.p99), ms(r.ttft)]) {
+      const td = document.createElement("td");
+      td.textContent = String(v);
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  });
+  $("runs").hidden = demo.runs.length === 0;
 }
 
 // One change to the scheduler: the server's reply is what the page shows; a refused change leaves the
