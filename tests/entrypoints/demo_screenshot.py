@@ -56,8 +56,10 @@ def main() -> None:
         browser.close()
     print(f"wrote {args.out}; per stream [label, max gap ms, last TTFT s]: {stats}")
     for r in runs:  # the comparison table, from the engine's trace
-        print(f"{r['label']:36} RAG {r['numTokens']} tok: worst chat gap {r['worst'] * 1e3:.0f} ms, "
-              f"p99 {r['p99'] * 1e3:.0f} ms, RAG TTFT {r['ttft']:.2f} s")
+        print(
+            f"{r['label']:36} RAG {r['numTokens']} tok: worst chat gap {r['worst'] * 1e3:.0f} ms, "
+            f"p99 {r['p99'] * 1e3:.0f} ms, RAG TTFT {r['ttft']:.2f} s"
+        )
 
 
 if __name__ == "__main__":
