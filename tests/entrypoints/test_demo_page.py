@@ -10,6 +10,7 @@ assets/server/demo.png (the committed one comes from tests/entrypoints/demo_scre
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,30 @@ pytestmark = [
 ASSET = Path(__file__).resolve().parents[2] / "assets" / "server" / "demo.png"
 
 
+FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32", "--max-num-seqs", "16")
+
+
+@contextmanager
+def demo_session(model: str, num_pages: int = 1):
+    """A loopback server for ``model`` and ``num_pages`` tabs on its demo page, loaded and ready. Yields
+    (server, pages, errors); at the end every tab must have raised no page error and no KV block may leak."""
+    from playwright.sync_api import sync_playwright
+
+    with running_server(model, *FLAGS) as srv, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pages, errors = [browser.new_page(viewport={"width": 1400, "height": 820}) for _ in range(num_pages)], []
+        for page in pages:
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{srv.base_url}/")
+            page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+        yield srv, pages, errors
+        pages[0].click("#stop-all")
+        browser.close()
+        assert not errors, errors
+        state = wait_idle(srv.base_url)
+        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
+
+
 def points(page) -> int:
     return int(page.get_attribute("#gap-chart", "data-points"))
 
@@ -40,16 +65,7 @@ def max_prefill_step(url: str, last_steps: int = 400) -> int:
 
 
 def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    flags = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32")
-    with running_server(tiny_qwen2, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 820})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{srv.base_url}/")
-        page.wait_for_selector("body[data-ready='1']", timeout=15_000)
+    with demo_session(tiny_qwen2) as (srv, (page,), _):
         assert page.is_checked("#chunked") and page.input_value("#rag-tokens") == "192"
 
         page.click("#chunked")  # chunking off: §11.1.1's complaint
@@ -89,11 +105,6 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
             ASSET.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ASSET))
-        page.click("#stop-all")
-        browser.close()
-        assert not errors, errors
-        state = wait_idle(srv.base_url)
-        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
 
 
 def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
@@ -101,10 +112,7 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
     polling, says how long the step has run, and each streaming chat shows its open gap growing, in red."""
     import threading
 
-    from playwright.sync_api import sync_playwright
-
-    flags = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32")
-    with running_server(tiny_qwen2, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
+    with demo_session(tiny_qwen2) as (srv, (page,), _):
         runner = srv.engine.engine.model_runner
         release, inside = threading.Event(), threading.Event()
         real = runner.execute_model
@@ -114,12 +122,6 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
             assert release.wait(30)
             return real(out)
 
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 820})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{srv.base_url}/")
-        page.wait_for_selector("body[data-ready='1']", timeout=15_000)
         page.click("#start-chats")
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 8")
         runner.execute_model = held  # the next step stays open until released
@@ -139,27 +141,12 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
         assert "late" in page.get_attribute("#status", "class")
         page.wait_for_function("() => !document.getElementById('status').textContent.includes('has been running')")
         page.wait_for_function("() => document.querySelectorAll('.pane .waiting.late').length === 0")
-        page.click("#stop-all")
-        browser.close()
-        assert not errors, errors
-        state = wait_idle(srv.base_url)
-        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
 
 
 def test_controls_show_the_servers_settings(tiny_qwen2):
     """The budget field applies on change; a refused budget leaves the old one in force with the error on
     screen; a change made in another tab shows in this one at the next poll; labels follow the server."""
-    from playwright.sync_api import sync_playwright
-
-    flags = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "32")
-    with running_server(tiny_qwen2, *flags, "--max-num-seqs", "16") as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page, other = (browser.new_page(viewport={"width": 1400, "height": 820}) for _ in range(2))
-        errors: list[str] = []
-        for p in (page, other):
-            p.on("pageerror", lambda e: errors.append(str(e)))
-            p.goto(f"{srv.base_url}/")
-            p.wait_for_selector("body[data-ready='1']", timeout=15_000)
+    with demo_session(tiny_qwen2, num_pages=2) as (srv, (page, other), _):
         assert page.get_attribute("#budget", "min") == "16" and page.input_value("#budget") == "32"
 
         page.fill("#budget", "64")
@@ -181,5 +168,3 @@ def test_controls_show_the_servers_settings(tiny_qwen2):
         page.wait_for_function("() => !document.getElementById('chunked').checked", timeout=5_000)
         page.wait_for_function("() => document.getElementById('status').textContent.includes('unchunked')")
         assert scheduling(srv.base_url)["enable_chunked_prefill"] is False
-        browser.close()
-        assert not errors, errors
