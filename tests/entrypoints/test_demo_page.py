@@ -101,6 +101,11 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         runs = page.evaluate("() => window.demo.runs")
         assert all(r["numGaps"] > 0 and r["worst"] >= r["p99"] > 0 for r in runs), runs
         print("comparison table:", rows)
+        # the panes' maxima count from the last scheduler change: the chunked run's, not the session's
+        per_run = "() => window.demo.streams.map((s) => [s.max, Math.max(0, ...s.gaps.filter((p) => p.t >= "
+        per_run += "window.demo.runStart).map((p) => p.g))])"
+        assert all(abs(a - b) < 1e-6 for a, b in page.evaluate(per_run)), page.evaluate(per_run)
+        assert page.evaluate("() => window.demo.runLabel") == "chunking on (budget 32, threshold 16)"
         page.screenshot(path=str(tmp_path / "demo.png"))
         if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
             ASSET.parent.mkdir(parents=True, exist_ok=True)

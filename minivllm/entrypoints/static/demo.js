@@ -53,7 +53,8 @@ function updateStats(s) {
   const ttft = s.ttft === null ? "–" : `${(s.ttft * 1000).toFixed(0)} ms`;
   const last = s.gaps.length ? `${s.gaps[s.gaps.length - 1].g.toFixed(0)} ms` : "–";
   s.pane.querySelector(".stats").textContent =
-    `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft} · gap ${last} · max gap ${s.max.toFixed(0)} ms`;
+    `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft} · gap ${last} · max gap this run `
+    + `${s.max.toFixed(0)} ms`;
 }
 
 // The open gap: how long a running stream has been waiting for its next token (its first one: since it was
@@ -222,6 +223,7 @@ async function changeScheduling(body) {
     const sc = await api("/admin/scheduling", body);
     showScheduling(sc);
     showError("");
+    startRun(sc);
     addEvent(sc.enable_chunked_prefill ? `chunking on (${chunkLabel(sc).slice(9)})` : "chunking off", "#555");
   } catch (e) {
     showError(`setting refused, previous settings kept: ${e.message}`);
@@ -251,6 +253,14 @@ function setBudget() {
     return changeScheduling({ max_num_batched_tokens: budget, long_prefill_token_threshold: defaultThreshold(budget) });
   }
   showError(`budget ${$("budget").value} will apply when chunked prefill is switched on`);
+}
+
+// A run lasts from one scheduler change to the next: the panes' and the legend's maxima count within it, so
+// the unchunked run's stall does not stay printed beside the chunked run (the table keeps both).
+function startRun(sc) {
+  demo.runStart = now();
+  demo.runLabel = sc.enable_chunked_prefill ? `chunking on (${chunkLabel(sc).slice(9)})` : "chunking off";
+  for (const s of demo.streams) { s.max = 0; updateStats(s); }
 }
 
 function showError(text) {
@@ -343,6 +353,8 @@ function draw() {
     const label = `${s.label}: max ${s.max.toFixed(0)} ms`;
     g.textAlign = "right"; g.fillText(label, lx, T + 18); lx -= g.measureText(label).width + 14;
   }
+  g.fillStyle = "#555"; g.textAlign = "right";
+  g.fillText(`largest gap since ${demo.runLabel || "page load"}:`, lx, T + 18);
   g.restore();
   cv.dataset.points = String(demo.points);
   cv.dataset.drawn = String(drawn);
