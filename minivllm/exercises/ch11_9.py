@@ -76,9 +76,7 @@ def exercise_1_cases() -> list[tuple[tuple[float, list[float]], tuple[float, flo
     assert result.trace is not None and result.ok, result.message
     cases = []
     for rec in result.trace.requests.values():
-        n = rec.num_output_tokens
-        tpot = (rec.token_times[-1] - rec.token_times[0]) / (n - 1) if n > 1 else None
-        cases.append(((rec.arrival_time, list(rec.token_times)), (rec.token_times[0] - rec.arrival_time, tpot)))
+        cases.append(((rec.arrival_time, list(rec.token_times)), (rec.ttft, rec.tpot)))
     return cases
 
 

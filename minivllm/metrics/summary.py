@@ -18,7 +18,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from minivllm.metrics.trace import EngineTrace
+from minivllm.metrics.trace import EngineTrace, RequestRecord
 
 STATS = ("p50", "p95", "p99", "max", "mean")
 
@@ -200,13 +200,23 @@ class MetricsSummary:
         return "\n".join(lines)
 
 
+def completed_requests(trace: EngineTrace) -> list[RequestRecord]:
+    """Requests that finished other than by an abort."""
+    return [r for r in trace.requests.values() if r.finish_time is not None and r.finish_reason != "abort"]
+
+
+def run_duration(trace: EngineTrace) -> float:
+    """First arrival to last finish, in seconds (nan before any request has finished)."""
+    recs = trace.requests.values()
+    finishes = [r.finish_time for r in recs if r.finish_time is not None]
+    return max(finishes) - min(r.arrival_time for r in recs) if finishes else math.nan
+
+
 def summarize(trace: EngineTrace, stall_threshold: float | None = None) -> MetricsSummary:
     """All metrics of one run, from its trace (see the module docstring for the definitions)."""
     recs = list(trace.requests.values())
-    done = [r for r in recs if r.finish_time is not None and r.finish_reason != "abort"]
-    finishes = [r.finish_time for r in recs if r.finish_time is not None]
-    start = min((r.arrival_time for r in recs), default=math.nan)
-    duration = max(finishes) - start if finishes else math.nan
+    done = completed_requests(trace)
+    duration = run_duration(trace)
     prompt_tokens = sum(r.num_prompt_tokens for r in done)
     output_tokens = sum(r.num_output_tokens for r in done)
     rate = (lambda x: x / duration) if duration > 0 else (lambda x: math.nan)
@@ -224,13 +234,7 @@ def summarize(trace: EngineTrace, stall_threshold: float | None = None) -> Metri
         output_throughput=rate(output_tokens),
         total_throughput=rate(prompt_tokens + output_tokens),
         ttft=Distribution.of([r.ttft for r in recs if r.token_times]),
-        tpot=Distribution.of(
-            [
-                (r.token_times[-1] - r.token_times[0]) / (r.num_output_tokens - 1)
-                for r in recs
-                if r.num_output_tokens > 1
-            ]
-        ),
+        tpot=Distribution.of([r.tpot for r in recs if r.tpot is not None]),
         itl=Distribution.of(itl_gaps(trace)),
         e2e=Distribution.of([r.finish_time - r.arrival_time for r in done]),
         queue_time=Distribution.of(

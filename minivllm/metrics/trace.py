@@ -80,6 +80,12 @@ class RequestRecord:
         return None if not self.token_times else self.token_times[0] - self.arrival_time
 
     @property
+    def tpot(self) -> float | None:
+        """Time per output token after the first: (last - first token) / (tokens - 1); None below two tokens."""
+        n = len(self.token_times)
+        return None if n < 2 else (self.token_times[-1] - self.token_times[0]) / (n - 1)
+
+    @property
     def itls(self) -> list[float]:
         """Inter-token latencies: gaps between consecutive output tokens."""
         return [b - a for a, b in zip(self.token_times, self.token_times[1:])]

@@ -157,11 +157,7 @@ def _cdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
 def request_latencies(trace: EngineTrace) -> tuple[list[float], list[float]]:
     """(TTFTs, TPOTs) in seconds, with metrics.py's definitions (TPOT for requests with > 1 token)."""
     ttft = [r.ttft for r in trace.requests.values() if r.token_times]
-    tpot = [
-        (r.token_times[-1] - r.token_times[0]) / (r.num_output_tokens - 1)
-        for r in trace.requests.values()
-        if r.num_output_tokens > 1
-    ]
+    tpot = [r.tpot for r in trace.requests.values() if r.tpot is not None]
     return ttft, tpot
 
 
