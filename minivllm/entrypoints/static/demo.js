@@ -153,9 +153,12 @@ function addEvent(label, color) {
 // Labels come from the server's settings as last read (demo.scheduling), never from what the inputs say.
 function chunkLabel(sc = demo.scheduling) {
   if (!sc) return "settings unknown";
-  if (!sc.enable_chunked_prefill) return "unchunked";
+  return sc.enable_chunked_prefill ? `chunked, ${budgetLabel(sc)}` : "unchunked";
+}
+
+function budgetLabel(sc) {
   const threshold = sc.long_prefill_token_threshold ? `, threshold ${sc.long_prefill_token_threshold}` : "";
-  return `chunked, budget ${sc.max_num_batched_tokens}${threshold}`;
+  return `budget ${sc.max_num_batched_tokens}${threshold}`;
 }
 
 async function sendRag() {
@@ -224,7 +227,7 @@ async function changeScheduling(body) {
     showScheduling(sc);
     showError("");
     startRun(sc);
-    addEvent(sc.enable_chunked_prefill ? `chunking on (${chunkLabel(sc).slice(9)})` : "chunking off", "#555");
+    addEvent(demo.runLabel, "#555");
   } catch (e) {
     showError(`setting refused, previous settings kept: ${e.message}`);
     showScheduling(await api("/admin/scheduling"), true);
@@ -259,7 +262,7 @@ function setBudget() {
 // the unchunked run's stall does not stay printed beside the chunked run (the table keeps both).
 function startRun(sc) {
   demo.runStart = now();
-  demo.runLabel = sc.enable_chunked_prefill ? `chunking on (${chunkLabel(sc).slice(9)})` : "chunking off";
+  demo.runLabel = sc.enable_chunked_prefill ? `chunking on (${budgetLabel(sc)})` : "chunking off";
   for (const s of demo.streams) { s.max = 0; updateStats(s); }
 }
 
