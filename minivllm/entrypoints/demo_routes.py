@@ -124,7 +124,7 @@ async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
         "alive": engine.alive,
         "step_started": started,
         "clock_offset": engine.clock_offset,
-        "steps": list(steps[len(steps) - min(last_steps, len(steps)) :]) if last_steps else [],
+        "steps": list(steps[len(steps) - min(last_steps, len(steps)) :]),
     }
 
 

@@ -60,11 +60,11 @@ class StateSnapshots:
     def build(self, engine: LLMEngine) -> dict[str, Any]:
         """Call on the engine thread only (it reads the scheduler). The result is never mutated after."""
         trace = engine.trace
-        new = trace.num_steps_recorded - self._num_seen
-        if new > 0:
-            for s in trace.steps[-min(new, len(trace.steps)) :] if trace.steps else ():
-                self._steps.append(step_dict(s))
-            self._num_seen = trace.num_steps_recorded
+        # The steps recorded since the last build, as far as the trace still has them.
+        kept = len(trace.steps)
+        new = min(trace.num_steps_recorded - self._num_seen, kept)
+        self._steps.extend(step_dict(s) for s in trace.steps[kept - new :])
+        self._num_seen = trace.num_steps_recorded
         kv = engine.scheduler.kv_cache_manager
         return {
             "published": time.perf_counter(),
