@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from minivllm.cli import engine_args
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.entrypoints import demo_routes
+from minivllm.entrypoints import demo_chats, demo_routes
 from minivllm.entrypoints.admin_guard import AdminGuard, AdminLimits, allowed_hosts
 from minivllm.entrypoints.async_engine import AsyncEngine, EngineDeadError
 from minivllm.entrypoints.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
@@ -122,6 +122,7 @@ def build_app(
         return await serve(state, raw, req)
 
     app.include_router(demo_routes.router)
+    app.include_router(demo_chats.router)
     app.include_router(demo_routes.admin)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
     return app

@@ -113,14 +113,24 @@ def _usage(num_prompt: int, num_output: int) -> dict[str, int]:
     return {"prompt_tokens": num_prompt, "completion_tokens": num_output, "total_tokens": num_prompt + num_output}
 
 
-async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatCompletionRequest) -> Response:
-    """Shared path of both endpoints: prompt ids, SamplingParams, queue, then stream or collect."""
+@dataclass
+class Prepared:
+    """A validated request, ready to queue: its id, prompt token ids and SamplingParams."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    params: Any  # SamplingParams
+    prompt_field: str  # "messages" or "prompt": where the engine's own refusals point
+    chat: bool
+
+
+async def prepare(state: ServerState, req: CompletionRequest | ChatCompletionRequest) -> Prepared:
+    """Model, prompt (templated and tokenized off the event loop, so streams go on) and SamplingParams."""
     state.check_model(req.model)
     chat = isinstance(req, ChatCompletionRequest)
     prompt_field = "messages" if chat else "prompt"
     if not chat and isinstance(req.prompt, str):
         check_prompt_chars(state, len(req.prompt), "prompt")
-    # Templating and tokenizing take time in proportion to the text: off the event loop, so streams go on.
     if chat:
         ids = await asyncio.to_thread(chat_prompt_ids, state, req)
     else:
@@ -128,6 +138,13 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     check_token_ids(ids, state.limits, prompt_field)
     params = build_sampling_params(req, len(ids), state.limits, prompt_field, None if chat else 16)
     request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    return Prepared(request_id, ids, params, prompt_field, chat)
+
+
+async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatCompletionRequest) -> Response:
+    """Shared path of both endpoints: prepare, queue, then stream or collect."""
+    p = await prepare(state, req)
+    request_id, ids, params, prompt_field, chat = p.request_id, p.prompt_token_ids, p.params, p.prompt_field, p.chat
     stream = state.engine.generate(request_id, ids, params, req.priority)
     try:  # the engine's own checks (ValueError) surface with the first delta, before any byte is sent
         alive, first = await _unless_disconnected(raw, anext(stream))
