@@ -44,9 +44,10 @@ class GoodputExplorer:
             options=list(slos_ms), value=value, description="TPOT SLO (ms)", style={"description_width": "initial"}
         )
         self.info = W.HTML()
-        self.fig = go.FigureWidget(goodput_curve(self.curve(value), self.throughput, value))
+        curve = self.curve(value)
+        self.fig = go.FigureWidget(goodput_curve(curve, self.throughput, value))
+        self.info.value = message_html(self._summary(value, curve), "info")
         self.slo.observe(self._redraw, names="value")
-        self._redraw()
         self.ui = W.VBox([self.slo, self.info, self.fig])
 
     def curve(self, slo_ms: float) -> dict[int, float]:
@@ -55,13 +56,14 @@ class GoodputExplorer:
 
     def _redraw(self, change: Any = None) -> None:
         slo = self.slo.value
-        curve = self.curve(slo)
+        curve = self.curve(slo)  # once per move of the slider: the figure and the summary share it
         sync_figure(self.fig, goodput_curve(curve, self.throughput, slo))
-        self.info.value = message_html(self.summary(), "info")
+        self.info.value = message_html(self._summary(slo, curve), "info")
 
     def summary(self) -> str:
-        slo = self.slo.value
-        curve = self.curve(slo)
+        return self._summary(self.slo.value, self.curve(self.slo.value))
+
+    def _summary(self, slo: float, curve: Mapping[int, float]) -> str:
         best = best_budget(curve)
         return (
             f"TPOT SLO {slo:g} ms: goodput is highest at budget {best} ({curve[best]:.0f} tok/s; "
