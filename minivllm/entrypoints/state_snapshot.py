@@ -70,6 +70,7 @@ class StateSnapshots:
             "published": time.perf_counter(),
             "scheduling": scheduling(engine),
             "num_gpu_blocks": kv.num_gpu_blocks,
+            "block_size": kv.block_size,
             "num_free_blocks": kv.block_pool.get_num_free_blocks(),
             "num_running": len(engine.scheduler.running),
             "num_waiting": len(engine.scheduler.waiting),

@@ -59,6 +59,9 @@ def scheduling(url: str) -> dict:
     return httpx.get(f"{url}/admin/scheduling").json()
 
 
+SIZED = "() => window.demo.scene !== null && !document.getElementById('send-rag').disabled"
+
+
 def max_prefill_step(url: str, last_steps: int = 400) -> int:
     steps = httpx.get(f"{url}/admin/state", params={"last_steps": last_steps}).json()["steps"]
     return max(s["prefill_tokens"] for s in steps)
@@ -73,11 +76,17 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         page.wait_for_timeout(200)
         assert scheduling(srv.base_url)["enable_chunked_prefill"] is False
         page.click("#start-chats")
+        page.wait_for_function(SIZED, timeout=30_000)  # the scene sized to this machine and model
+        scene = page.evaluate("() => window.demo.scene")
+        rag = scene["ragTokens"]  # max_model_len 256 caps it: the tiny model's prefill is fast
+        assert scene["capped"] and rag == scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
+        assert scene["decode"] > 0 and scene["a"] > 0 and scene["chunk"] == 16, scene
+        assert f"RAG prompt {rag} tokens" in page.inner_text("#scene") and "capped" in page.inner_text("#scene")
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
         before, image = points(page), page.eval_on_selector("#gap-chart", "c => c.toDataURL()")
         page.click("#send-rag")
         page.wait_for_function(RAG_DONE, timeout=20_000)
-        assert max_prefill_step(srv.base_url) >= 192  # the whole prompt in one step
+        assert max_prefill_step(srv.base_url, 40) >= rag - 16  # the whole prompt in one step (less a cached block)
 
         page.click("#chunked")  # chunking on again, budget 32: the fix of §11.2
         page.wait_for_function("() => document.getElementById('chunked').checked")
@@ -91,15 +100,23 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         assert points(page) > before + 40
         assert page.eval_on_selector("#gap-chart", "c => c.toDataURL()") != image  # the chart redrew
         events = page.evaluate("() => window.demo.events.map((e) => e.label)")
-        assert [e.split(" (")[0] for e in events] == ["chunking off", "RAG 192 tok", "chunking on", "RAG 192 tok"]
+        rag_event = f"RAG {rag} tok"
+        assert [e.split(" (")[0] for e in events] == [
+            "chunking off",
+            "sizing the scene",
+            rag_event,
+            "chunking on",
+            rag_event,
+        ]
         assert "chunked, budget 32" in page.inner_text("#status")
         page.wait_for_function("() => document.querySelectorAll('#runs tbody tr').length === 2")
         cells = "rs => rs.map((r) => [...r.cells].map((c) => c.textContent))"
         rows = page.eval_on_selector_all("#runs tbody tr", cells)
-        assert [r[1] for r in rows] == ["unchunked", "chunked, budget 32, threshold 16"] and rows[0][2] == "192"
-        assert all(r[3].endswith(" ms") and r[5].endswith(" ms") for r in rows), rows
+        assert [r[1] for r in rows] == ["unchunked", "chunked, budget 32, threshold 16"] and rows[0][2] == str(rag)
+        assert all(r[3].endswith(" ms") and r[6].endswith(" ms") for r in rows), rows
         runs = page.evaluate("() => window.demo.runs")
         assert all(r["numGaps"] > 0 and r["worst"] >= r["p99"] > 0 for r in runs), runs
+        assert all(n > 0 for n in runs[1]["chatTokens"]), runs  # chunked: every chat streamed during the prefill
         print("comparison table:", rows)
         # the panes' maxima count from the last scheduler change: the chunked run's, not the session's
         per_run = "() => window.demo.streams.map((s) => [s.max, Math.max(0, ...s.gaps.filter((p) => p.t >= "
@@ -140,9 +157,9 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
         finally:
             runner.execute_model = real
             release.set()
-        chats = range(4)  # the four chat panes; the fifth is the idle RAG pane
+        chats = range(6)  # the six chat panes; the seventh is the idle RAG pane
         assert all(later[i] > first[i] + 0.5 for i in chats), (first, later)
-        assert len(waiting) == 4 and all(w.startswith("waiting ") for w in waiting), waiting
+        assert len(waiting) == 6 and all(w.startswith("waiting ") for w in waiting), waiting
         assert "late" in page.get_attribute("#status", "class")
         page.wait_for_function("() => !document.getElementById('status').textContent.includes('has been running')")
         page.wait_for_function("() => document.querySelectorAll('.pane .waiting.late').length === 0")

@@ -3,21 +3,28 @@
 "use strict";
 
 // Questions with long answers, sampled (temperature 0.8, a seed per chat and answer) with ignore_eos: each chat
-// streams for the whole scene instead of finishing after a few tokens or looping on a greedy phrase.
+// streams for the whole scene instead of finishing after a few tokens or looping on a greedy phrase. All chats
+// share one connection (POST /demo/chats): a browser opens at most six to one host, so one per chat would
+// leave some chats waiting for a free connection.
 const CHATS = [
   "Tell me the history of Paris, from the Romans to today, in detail.",
   "Give me twenty tips for staying focused while studying, each with an example.",
   "Explain how a hash table works, step by step, with an example in Python.",
   "Write a long story about a lighthouse keeper during an autumn storm.",
+  "Describe how bread is made, from the wheat field to the bakery, in detail.",
+  "Explain the water cycle to a ten-year-old, with many everyday examples.",
 ];
-const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b"];
+const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b", "#6d4c41", "#c2185b"];
 const RAG_COLOR = "#e65100";
 // The chart keeps the whole session on its time axis, and its y axis at the session's largest gap: the
 // unchunked plateau stays on screen beside the chunked run, on the same scale, while the class compares them.
 const WAIT_WARN_S = 0.5; // an open gap longer than this is drawn in red ("waiting 3.2 s")
+const STALL_TARGET = 10; // the scene's RAG prompt is sized so that its unchunked step is ~10x a chunked step
 const T0 = performance.now();
+// demo.chats: the chats' connection while it is open; demo.scene: what sizeScene measured and chose; ragSeed: a
+// new seed per page, so that no RAG prompt hits the prefix cache.
 const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0, runs: [],
-               ragSeed: Math.floor(Math.random() * 1e6) }; // a new seed per page: no prefix-cache hit
+               scene: null, chats: null, ragSeed: Math.floor(Math.random() * 1e6) };
 window.demo = demo;
 
 const $ = (id) => document.getElementById(id);
@@ -43,8 +50,8 @@ function makeStream(kind, label, color) {
   pane.innerHTML = '<h2></h2><div class="stats">idle</div><div class="waiting"></div><div class="text"></div>';
   pane.querySelector("h2").textContent = label;
   $("streams").appendChild(pane);
-  const s = { kind, label, color, pane, gaps: [], tokens: 0, last: null, start: 0, ttft: null, max: 0,
-              running: false, wanted: false, controller: null, answers: 0, ids: [] };
+  const s = { kind, label, color, pane, pending: "", gaps: [], tokens: 0, total: 0, last: null, start: 0, ttft: null, max: 0,
+              running: false, controller: null, answers: 0, ids: [] };
   demo.streams.push(s);
   return s;
 }
@@ -52,9 +59,8 @@ function makeStream(kind, label, color) {
 function updateStats(s) {
   const ttft = s.ttft === null ? "–" : `${(s.ttft * 1000).toFixed(0)} ms`;
   const last = s.gaps.length ? `${s.gaps[s.gaps.length - 1].g.toFixed(0)} ms` : "–";
-  s.pane.querySelector(".stats").textContent =
-    `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft} · gap ${last} · max gap this run `
-    + `${s.max.toFixed(0)} ms`;
+  s.pane.querySelector(".stats").textContent = `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft}\n`
+    + `gap ${last} · max this run ${s.max.toFixed(0)} ms`;
 }
 
 // The open gap: how long a running stream has been waiting for its next token (its first one: since it was
@@ -74,17 +80,11 @@ function updateWaiting() {
   }
 }
 
-function onEvent(s, event, textEl) {
-  if (!event.startsWith("data: ")) return;
-  const data = event.slice(6);
-  if (data === "[DONE]") return;
-  const msg = JSON.parse(data);
-  if (msg.id && s.ids[s.ids.length - 1] !== msg.id) s.ids.push(msg.id); // the engine's request id
-  if (msg.error) { textEl.textContent += `\n[error: ${msg.error.message}]`; return; }
-  const c = msg.choices && msg.choices[0];
-  if (!c || (c.delta && c.delta.role)) return; // the usage chunk, or chat's role-only first chunk
+// One token (one delta) of stream s arrived now: its gap (or, for a chat, its wait for a first token) is plotted.
+function addToken(s, text) {
   const t = now();
   s.tokens += 1;
+  s.total += 1;
   if (s.last === null) {
     s.ttft = t - s.start;
     // A chat's wait for its first token is a gap its user sees too: plotted, marked as a first token.
@@ -96,54 +96,107 @@ function onEvent(s, event, textEl) {
     demo.points += 1;
   }
   s.last = t;
-  textEl.textContent += c.text !== undefined ? c.text : (c.delta.content || "");
-  textEl.scrollTop = textEl.scrollHeight;
-  updateStats(s);
+  s.pending += text;
 }
 
-async function runStream(s, path, body) {
-  s.controller = new AbortController();
+// The panes are redrawn 10 times a second, not once per token: a fast model (a GPU, or the tiny test models)
+// gives hundreds of tokens a second, and a layout per token would keep the page busy. A pane keeps the last
+// PANE_CHARS characters of its text (it shows a few lines; the whole session's text would slow every update).
+const PANE_CHARS = 3000;
+function renderPanes() {
+  for (const s of demo.streams) {
+    if (s.pending) {
+      const textEl = s.pane.querySelector(".text");
+      textEl.textContent = (textEl.textContent + s.pending).slice(-PANE_CHARS);
+      textEl.scrollTop = textEl.scrollHeight;
+      s.pending = "";
+    }
+    updateStats(s);
+  }
+}
+
+// A new answer of stream s begins now: the pane keeps the earlier answers (it never blanks mid-scene).
+function startAnswer(s, id) {
   Object.assign(s, { running: true, start: now(), last: null, ttft: null, tokens: 0 });
-  const textEl = s.pane.querySelector(".text");
+  if (id) s.ids.push(id);
   s.answers += 1;
-  if (s.kind === "rag" || s.answers === 1) textEl.textContent = "";
-  else textEl.textContent += `\n\n— answer ${s.answers} —\n`; // appended: the pane never blanks mid-scene
-  updateStats(s);
+  if (s.kind === "rag" || s.answers === 1) { s.pane.querySelector(".text").textContent = ""; s.pending = ""; }
+  else s.pending += `\n\n— answer ${s.answers} —\n`;
+}
+
+function showStreamError(s, message) {
+  s.pending += `\n[error: ${message}]`;
+}
+
+// Reads an SSE response, calling onData with each event's JSON, until the stream ends.
+async function readSSE(response, onData) {
+  if (!response.ok) throw new Error(((await response.json().catch(() => ({}))).error || {}).message || response.statusText);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += decoder.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const event = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      if (event.startsWith("data: ") && event !== "data: [DONE]") onData(JSON.parse(event.slice(6)));
+    }
+  }
+}
+
+// The chats, all over one connection: each event names its chat (0..n-1) and answer; "start" opens an answer.
+function onChatEvent(msg) {
+  const s = demo.streams.filter((x) => x.kind === "chat")[msg.chat];
+  if (msg.event === "start") startAnswer(s, msg.id);
+  else if (msg.error) { showStreamError(s, msg.error.message); s.running = false; }
+  else if (msg.text !== undefined) addToken(s, msg.text);
+}
+
+async function startChats() {
+  if (demo.chats) return; // already streaming
+  const chats = demo.streams.filter((s) => s.kind === "chat");
+  demo.chats = new AbortController();
+  const seed = demo.ragSeed * 100;
+  const body = { repeat: true, chats: chats.map((s, i) => ({
+    model: demo.model, messages: [{ role: "user", content: s.question }], max_tokens: demo.chatTokens,
+    temperature: 0.8, top_p: 0.95, seed: seed + 1000 * i, ignore_eos: true })) };
+  $("send-rag").disabled = true; // the sizing's steps must be its own
+  const sizing = sizeScene(chats.length)
+    .catch((e) => { $("scene").textContent = `scene not sized: ${e.message}`; })
+    .finally(() => { $("send-rag").disabled = false; });
+  try {
+    const r = await fetch("/demo/chats", { method: "POST", headers: { "Content-Type": "application/json" },
+                                           body: JSON.stringify(body), signal: demo.chats.signal });
+    await readSSE(r, onChatEvent);
+  } catch (e) {
+    if (e.name !== "AbortError") chats.forEach((s) => showStreamError(s, e.message));
+  }
+  chats.forEach((s) => { s.running = false; });
+  demo.chats = null;
+  await sizing;
+}
+
+// The RAG prompt: an ordinary streamed /v1/completions request on its own connection.
+async function runRag(s, body) {
+  s.controller = new AbortController();
   let ok = true;
   try {
-    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+    const r = await fetch("/v1/completions", { method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ ...body, model: demo.model, stream: true }), signal: s.controller.signal });
-    if (!r.ok) throw new Error(((await r.json()).error || {}).message || r.statusText);
-    const reader = r.body.getReader();
-    const decoder = new TextDecoder();
-    let buf = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += decoder.decode(value, { stream: true });
-      let i;
-      while ((i = buf.indexOf("\n\n")) >= 0) {
-        onEvent(s, buf.slice(0, i), textEl);
-        buf = buf.slice(i + 2);
-      }
-    }
+    await readSSE(r, (msg) => {
+      if (msg.id && s.ids[s.ids.length - 1] !== msg.id) s.ids.push(msg.id); // the engine's request id
+      if (msg.error) showStreamError(s, msg.error.message);
+      else if (msg.choices && msg.choices[0]) addToken(s, msg.choices[0].text);
+    });
   } catch (e) {
     ok = false;
-    if (e.name !== "AbortError") textEl.textContent += `\n[error: ${e.message}]`;
+    if (e.name !== "AbortError") showStreamError(s, e.message);
   }
   s.running = false;
-  updateStats(s);
   return ok;
-}
-
-async function chatLoop(s, question) {
-  if (s.wanted) return;
-  s.wanted = true;
-  while (s.wanted) { // a chat that finishes asks again, so the streams keep flowing during the lesson
-    const body = { messages: [{ role: "user", content: question }], max_tokens: demo.chatTokens, temperature: 0.8,
-                   top_p: 0.95, seed: demo.ragSeed + s.answers, ignore_eos: true };
-    if (!(await runStream(s, "/v1/chat/completions", body))) s.wanted = false;
-  }
 }
 
 function addEvent(label, color) {
@@ -161,21 +214,86 @@ function budgetLabel(sc) {
   return `budget ${sc.max_num_batched_tokens}${threshold}`;
 }
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+// One calibration prompt of about numTokens tokens, sent with max_tokens 1 while the chats stream: the prompt
+// tokens its steps prefilled, and the time those steps took beyond a decode step.
+async function calibrate(numTokens, decode) {
+  demo.ragSeed += 1;
+  const p = await api(`/admin/rag_prompt?num_tokens=${numTokens}&seed=${demo.ragSeed}`);
+  const before = (await api("/admin/state?last_steps=0")).num_steps;
+  await api("/v1/completions", { model: demo.model, prompt: p.prompt_token_ids, max_tokens: 1, temperature: 0 });
+  const after = (await api("/admin/state?last_steps=0")).num_steps;
+  const st = await api(`/admin/state?last_steps=${Math.min(1000, after - before)}`);
+  const steps = st.steps.filter((x) => x.step > before && x.prefill_tokens > 0);
+  return { tokens: steps.reduce((a, x) => a + x.prefill_tokens, 0),
+           time: steps.reduce((a, x) => a + Math.max(0, x.duration - decode), 0) };
+}
+
+// The scene sized to this machine (a laptop CPU or a GPU). With the chats streaming: a decode step (the median of
+// 8 steps that decode all n chats and prefill nothing), then two prompts (a chunk's size and four times that)
+// give the cost of prefilling L prompt tokens, a·L + b·L² (attention over a longer prompt costs more per token).
+// The RAG prompt is the shortest whose unchunked step lasts STALL_TARGET times the last step of the chunked run
+// (its last chunk attends to the whole prompt, so it is the slowest), up to what max_model_len and the KV cache
+// allow; the page says what it measured and chose.
+async function sizeScene(n) {
+  let decode = null;
+  for (let tries = 0; decode === null; tries++) {
+    if (tries > 240 || !demo.chats) throw new Error("the chats did not stream");
+    const st = await api("/admin/state?last_steps=40");
+    const ds = st.steps.filter((x) => x.prefill_tokens === 0 && x.decode_tokens === n).map((x) => x.duration);
+    if (ds.length >= 8) decode = median(ds.slice(-8));
+    else await sleep(250);
+  }
+  const budget = Number($("budget").value);
+  const chunk = Math.max(1, Math.min(defaultThreshold(budget), budget - n)); // a chunk of the chunked run
+  // The RAG prompt and its 16 tokens must fit in max_model_len, and in the KV cache beside the chats' longest
+  // answers (each chat's prompt, under 64 tokens, and its max_tokens), or preemption would blur the scene.
+  const st = await api("/admin/state?last_steps=0");
+  const room = 0.9 * st.num_gpu_blocks * st.block_size - n * (64 + demo.chatTokens);
+  const cap = Math.floor(Math.min(demo.maxModelLen - 48, room));
+  addEvent("sizing the scene", "#555");
+  // At least 128 tokens: the chat template and the question around the documents take some (84 for the tiny
+  // test models' fallback template).
+  const small = await calibrate(Math.max(chunk, 128), decode);
+  const large = await calibrate(Math.max(Math.min(4 * Math.max(chunk, 128), cap), 128), decode);
+  const [la, lb] = [small.tokens, large.tokens];
+  let b = lb > la ? (large.time / lb - small.time / la) / (lb - la) : 0, a = small.time / la - b * la;
+  if (b < 0 || a <= 0) { b = 0; a = Math.max(large.time / lb, 1e-6); } // timing noise: a line through one
+  const stall = (L) => decode + a * L + b * L * L;
+  const lastChunk = (L) => decode + a * chunk + b * (2 * L * chunk - chunk * chunk);
+  let ragTokens = Math.min(4 * chunk, cap);
+  while (ragTokens + 16 <= cap && stall(ragTokens) < STALL_TARGET * lastChunk(ragTokens)) ragTokens += 16;
+  const reached = stall(ragTokens) >= STALL_TARGET * lastChunk(ragTokens);
+  demo.scene = { decode, a, b, chunk, cap, ragTokens, stall: stall(ragTokens), lastChunk: lastChunk(ragTokens),
+                 ratio: stall(ragTokens) / lastChunk(ragTokens), capped: !reached };
+  $("rag-tokens").value = ragTokens;
+  const ms = (x) => `${(x * 1000).toFixed(0)} ms`;
+  $("scene").textContent = `Scene sized for this machine: a decode step of ${n} chats takes ${ms(decode)}, `
+    + `prefilling 1,000 prompt tokens ${ms(a * 1000 + b * 1e6)} → RAG prompt ${ragTokens} tokens: predicted `
+    + `unchunked stall ${ms(demo.scene.stall)}, ${demo.scene.ratio.toFixed(1)}× the chunked run's slowest step `
+    + `(${chunk}-token chunks, ${ms(demo.scene.lastChunk)})`
+    + (reached ? "" : ` — capped by max_model_len / the KV cache at ${cap} tokens; ${STALL_TARGET}× was the aim`);
+}
+
 async function sendRag() {
   const rag = demo.streams.find((s) => s.kind === "rag");
   if (rag.running) return;
   const n = Number($("rag-tokens").value);
   demo.ragSeed += 1;
+  rag.running = true; // from now: a second click waits for this run
   try {
     const p = await api(`/admin/rag_prompt?num_tokens=${n}&seed=${demo.ragSeed}`);
     const settings = demo.scheduling;
     addEvent(`RAG ${p.num_tokens} tok (${chunkLabel(settings)})`, RAG_COLOR);
     const chatIds = demo.streams.filter((s) => s.kind === "chat").map((s) => s.ids.length);
-    if (await runStream(rag, "/v1/completions", { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0,
-                                                  ignore_eos: true })) {
+    startAnswer(rag, null); // its TTFT counts from the request, as the table's does
+    if (await runRag(rag, { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0, ignore_eos: true })) {
       await addRun(settings, p.num_tokens, rag.ids[rag.ids.length - 1], chatIds);
     }
   } catch (e) { rag.pane.querySelector(".text").textContent = `[error: ${e.message}]`; }
+  rag.running = false;
 }
 
 // One row per RAG run, from the engine's trace (/admin/trace, engine clock): while the RAG prompt was being
@@ -184,22 +302,25 @@ async function sendRag() {
 async function addRun(settings, numTokens, ragId, chatIdsBefore) {
   await new Promise((r) => setTimeout(r, 300)); // the chats' tokens after the prefill, for the gap that spans it
   const chats = demo.streams.filter((s) => s.kind === "chat");
-  const ids = chats.flatMap((s, i) => s.ids.slice(Math.max(0, chatIdsBefore[i] - 1)));
+  const perChat = chats.map((s, i) => s.ids.slice(Math.max(0, chatIdsBefore[i] - 1)));
+  const ids = perChat.flat();
   const tr = await api(`/admin/trace?request_ids=${[ragId, ...ids].join(",")}`);
   const rag = tr.requests[ragId];
   if (!rag || !rag.token_times.length) return;
   const w0 = rag.arrival_time, w1 = rag.token_times[0];
   const gaps = [];
-  for (const id of ids) {
-    const r = tr.requests[id];
-    if (!r) continue;
-    const times = [r.arrival_time, ...r.token_times];
-    for (let k = 1; k < times.length; k++) if (times[k] > w0 && times[k - 1] < w1) gaps.push(times[k] - times[k - 1]);
-  }
+  const during = perChat.map(() => 0); // tokens each chat got while the RAG prompt was prefilled
+  perChat.forEach((chatIds, i) => {
+    for (const r of chatIds.map((id) => tr.requests[id]).filter(Boolean)) {
+      const times = [r.arrival_time, ...r.token_times];
+      for (let k = 1; k < times.length; k++) if (times[k] > w0 && times[k - 1] < w1) gaps.push(times[k] - times[k - 1]);
+      during[i] += r.token_times.filter((t) => t > w0 && t < w1).length;
+    }
+  });
   gaps.sort((a, b) => a - b);
   const p99 = gaps.length ? gaps[Math.min(gaps.length - 1, Math.ceil(0.99 * gaps.length) - 1)] : NaN;
   demo.runs.push({ label: chunkLabel(settings), numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN, p99,
-                   ttft: w1 - w0, numGaps: gaps.length });
+                   ttft: w1 - w0, numGaps: gaps.length, chatTokens: during });
   showRuns();
 }
 
@@ -209,7 +330,7 @@ function showRuns() {
   body.innerHTML = "";
   demo.runs.forEach((r, i) => {
     const tr = document.createElement("tr");
-    for (const v of [i + 1, r.label, r.numTokens, ms(r.worst), ms(r.p99), ms(r.ttft)]) {
+    for (const v of [i + 1, r.label, r.numTokens, ms(r.worst), ms(r.p99), r.chatTokens.reduce((a, x) => a + x, 0), ms(r.ttft)]) {
       const td = document.createElement("td");
       td.textContent = String(v);
       tr.appendChild(td);
@@ -263,7 +384,7 @@ function setBudget() {
 function startRun(sc) {
   demo.runStart = now();
   demo.runLabel = sc.enable_chunked_prefill ? `chunking on (${budgetLabel(sc)})` : "chunking off";
-  for (const s of demo.streams) { s.max = 0; updateStats(s); }
+  for (const s of demo.streams) s.max = 0;
 }
 
 function showError(text) {
@@ -332,10 +453,12 @@ function draw() {
   demo.events.forEach((ev, i) => { // labels alternate between two rows so that close events stay readable
     if (ev.t < t0) return;
     g.strokeStyle = ev.color; g.setLineDash([4, 4]); g.beginPath(); g.moveTo(x(ev.t), T); g.lineTo(x(ev.t), H - B);
-    g.stroke(); g.setLineDash([]); g.fillStyle = ev.color; g.textAlign = "left";
-    g.fillText(ev.label, x(ev.t) + 3, i % 2 ? T - 4 : T - 21);
+    g.stroke(); g.setLineDash([]); g.fillStyle = ev.color;
+    const right = x(ev.t) + 3 + g.measureText(ev.label).width > W - R; // near the right edge: left of its line
+    g.textAlign = right ? "right" : "left";
+    g.fillText(ev.label, right ? x(ev.t) - 3 : x(ev.t) + 3, i % 2 ? T - 4 : T - 21);
   });
-  let drawn = 0, lx = W - R - 4;
+  let drawn = 0;
   g.save(); g.beginPath(); g.rect(L, 0, W - L - R, H); g.clip();
   for (const s of demo.streams) {
     const pts = s.gaps.filter((p) => p.t >= t0);
@@ -353,15 +476,27 @@ function draw() {
       if (p.first) g.strokeRect(x(p.t) - 3.5, y(p.g) - 3.5, 7, 7); else g.fillRect(x(p.t) - 1.5, y(p.g) - 1.5, 3, 3);
     }
     drawn += pts.length;
-    const label = `${s.label}: max ${s.max.toFixed(0)} ms`;
-    g.textAlign = "right"; g.fillText(label, lx, T + 18); lx -= g.measureText(label).width + 14;
   }
-  g.fillStyle = "#555"; g.textAlign = "right";
-  g.fillText(`largest gap since ${demo.runLabel || "page load"}:`, lx, T + 18);
   g.restore();
+  showLegend();
   cv.dataset.points = String(demo.points);
   cv.dataset.drawn = String(drawn);
   cv.dataset.ymax = String(yMax);
+}
+
+// The legend is HTML under the chart, wrapping at any width: it never crosses the event lines or their labels.
+function showLegend() {
+  const parts = [`largest gap since ${demo.runLabel || "page load"}:`,
+    ...demo.streams.map((s) => `${s.label}: max ${s.max.toFixed(0)} ms`)];
+  const el = $("legend");
+  if (el.dataset.text === parts.join("|")) return;
+  el.dataset.text = parts.join("|");
+  el.replaceChildren(...parts.map((text, i) => {
+    const span = document.createElement("span");
+    span.textContent = i ? `■ ${text}` : text;
+    if (i) span.style.color = demo.streams[i - 1].color;
+    return span;
+  }));
 }
 
 async function init() {
@@ -373,14 +508,18 @@ async function init() {
   CHATS.forEach((q, i) => makeStream("chat", `chat ${i + 1}`, COLORS[i]).question = q);
   makeStream("rag", "RAG prompt", RAG_COLOR);
   showScheduling(await api("/admin/scheduling"));
-  $("start-chats").onclick = () => demo.streams.filter((s) => s.kind === "chat").forEach((s) => chatLoop(s, s.question));
+  $("start-chats").onclick = startChats;
   $("send-rag").onclick = sendRag;
   $("chunked").onchange = setChunked;
   $("budget").onchange = setBudget;
-  $("stop-all").onclick = () => demo.streams.forEach((s) => { s.wanted = false; if (s.controller) s.controller.abort(); });
+  $("stop-all").onclick = () => {
+    if (demo.chats) demo.chats.abort();
+    demo.streams.forEach((s) => s.controller && s.controller.abort());
+  };
   setInterval(pollState, 500);
   setInterval(draw, 100);
   setInterval(updateWaiting, 100);
+  setInterval(renderPanes, 100);
   pollState();
   draw();
   document.body.dataset.ready = "1";
