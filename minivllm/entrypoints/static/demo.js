@@ -226,9 +226,11 @@ async function calibrate(numTokens, decode) {
   await api("/v1/completions", { model: demo.model, prompt: p.prompt_token_ids, max_tokens: 1, temperature: 0 });
   const after = (await api("/admin/state?last_steps=0")).num_steps;
   const st = await api(`/admin/state?last_steps=${Math.min(1000, after - before)}`);
-  const steps = st.steps.filter((x) => x.step > before && x.prefill_tokens > 0);
-  return { tokens: steps.reduce((a, x) => a + x.prefill_tokens, 0),
-           time: steps.reduce((a, x) => a + Math.max(0, x.duration - decode), 0) };
+  // num_steps counts the steps recorded so far, so the first step after `before` has the index `before`.
+  const steps = st.steps.filter((x) => x.step >= before && x.prefill_tokens > 0);
+  const tokens = steps.reduce((a, x) => a + x.prefill_tokens, 0);
+  if (!tokens) throw new Error("no prefill step was recorded for the calibration prompt");
+  return { tokens, time: steps.reduce((a, x) => a + Math.max(0, x.duration - decode), 0) };
 }
 
 // The scene sized to this machine (a laptop CPU or a GPU). With the chats streaming: a decode step (the median of
