@@ -218,16 +218,22 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // One calibration prompt of about numTokens tokens, sent with max_tokens 1 while the chats stream: the prompt
-// tokens its steps prefilled, and the time those steps took beyond a decode step.
+// tokens of the steps that prefilled it (from its first scheduling to its first token, on the engine's clock), and
+// the time those steps took beyond a decode step.
 async function calibrate(numTokens, decode) {
   demo.ragSeed += 1;
   const p = await api(`/admin/rag_prompt?num_tokens=${numTokens}&seed=${demo.ragSeed}`);
-  const before = (await api("/admin/state?last_steps=0")).num_steps;
-  await api("/v1/completions", { model: demo.model, prompt: p.prompt_token_ids, max_tokens: 1, temperature: 0 });
-  const after = (await api("/admin/state?last_steps=0")).num_steps;
-  const st = await api(`/admin/state?last_steps=${Math.min(1000, after - before)}`);
-  // num_steps counts the steps recorded so far, so the first step after `before` has the index `before`.
-  const steps = st.steps.filter((x) => x.step >= before && x.prefill_tokens > 0);
+  const out = await api("/v1/completions", { model: demo.model, prompt: p.prompt_token_ids, max_tokens: 1,
+                                             temperature: 0 });
+  const rec = (await api(`/admin/trace?request_ids=${out.id}`)).requests[out.id];
+  const [first, last] = [rec.first_scheduled_time, rec.token_times[0]];
+  let st = null;
+  for (let tries = 0; !st || !st.steps.length || st.steps[st.steps.length - 1].end < last; tries++) {
+    if (tries > 100) throw new Error("the engine did not publish the calibration prompt's steps");
+    if (st) await sleep(20); // the reply can come back before the snapshot of its last step is published
+    st = await api("/admin/state?last_steps=1000");
+  }
+  const steps = st.steps.filter((x) => x.start >= first && x.end <= last && x.prefill_tokens > 0);
   const tokens = steps.reduce((a, x) => a + x.prefill_tokens, 0);
   if (!tokens) throw new Error("no prefill step was recorded for the calibration prompt");
   return { tokens, time: steps.reduce((a, x) => a + Math.max(0, x.duration - decode), 0) };
@@ -448,18 +454,28 @@ function draw() {
   }
   const xStep = niceStep(t1 - t0, 8);
   for (let t = Math.ceil(t0 / xStep) * xStep; t <= t1; t += xStep) {
-    g.textAlign = "center"; g.fillText(`${t.toFixed(0)} s`, x(t), H - B + 16);
+    const label = `${t.toFixed(0)} s`, half = g.measureText(label).width / 2;
+    g.textAlign = x(t) + half > W ? "right" : "center"; // the last tick stays inside the canvas
+    g.fillText(label, g.textAlign === "right" ? W - 2 : x(t), H - B + 16);
   }
   g.save(); g.translate(14, (H - B + T) / 2); g.rotate(-Math.PI / 2); g.textAlign = "center";
   g.fillText("gap between tokens (ms)", 0, 0); g.restore();
-  demo.events.forEach((ev, i) => { // labels alternate between two rows so that close events stay readable
-    if (ev.t < t0) return;
+  // Event lines, with their labels on two rows above the plot: each label goes on the first row where it does
+  // not overlap the previous one (else the row that ends first), and left of its line near the right edge.
+  const rowEnd = [-Infinity, -Infinity], rowY = [T - 21, T - 4];
+  for (const ev of demo.events) {
+    if (ev.t < t0) continue;
     g.strokeStyle = ev.color; g.setLineDash([4, 4]); g.beginPath(); g.moveTo(x(ev.t), T); g.lineTo(x(ev.t), H - B);
     g.stroke(); g.setLineDash([]); g.fillStyle = ev.color;
-    const right = x(ev.t) + 3 + g.measureText(ev.label).width > W - R; // near the right edge: left of its line
-    g.textAlign = right ? "right" : "left";
-    g.fillText(ev.label, right ? x(ev.t) - 3 : x(ev.t) + 3, i % 2 ? T - 4 : T - 21);
-  });
+    const w = g.measureText(ev.label).width;
+    const right = x(ev.t) + 3 + w > W - R;
+    const x0 = right ? x(ev.t) - 3 - w : x(ev.t) + 3;
+    const row = rowEnd.findIndex((end) => x0 > end + 8) >= 0 ? rowEnd.findIndex((end) => x0 > end + 8)
+      : (rowEnd[0] <= rowEnd[1] ? 0 : 1);
+    rowEnd[row] = x0 + w;
+    g.textAlign = "left";
+    g.fillText(ev.label, x0, rowY[row]);
+  }
   let drawn = 0;
   g.save(); g.beginPath(); g.rect(L, 0, W - L - R, H); g.clip();
   for (const s of demo.streams) {
