@@ -185,13 +185,13 @@ alone.add_request("doc", doc, SamplingParams(max_tokens=4, temperature=0.0, igno
 while alone.has_unfinished_requests():
     alone.step()
 print("batched, chunked, paged == one at a time:",
-      all(engine.outputs[r].token_ids == alone.outputs[r].token_ids for r in engine.outputs))
+      all(engine.outputs[r].outputs[0].token_ids == alone.outputs[r].outputs[0].token_ids for r in engine.outputs))
 print("steps: batched", len(engine.trace.steps), "vs one at a time", len(alone.trace.steps))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r, o in engine.outputs.items():
-    print(f"{r}: {tok.decode(o.token_ids)!r}")
+    print(f"{r}: {tok.decode(o.outputs[0].token_ids)!r}")
 
 # %% [markdown]
 # ## 4.2 The causal rule for chunks · 分块的因果规则
@@ -313,7 +313,7 @@ for name, budget, bug in (("whole", 128, False), ("chunked", 32, False), ("chunk
     e.add_request("p", prompt96, six)
     while e.has_unfinished_requests():
         e.step()
-    results[name] = e.outputs["p"].token_ids
+    results[name] = e.outputs["p"].outputs[0].token_ids
     print(f"{name:18} prompt steps {[sum(s.prefill_tokens.values()) for s in e.trace.steps if s.prefill_tokens]}")
 print("chunked == whole:          ", results["chunked"] == results["whole"])
 print("chunked, top-left == whole:", results["chunked, top-left"] == results["whole"])

@@ -405,12 +405,12 @@ while engine.has_unfinished_requests():
     engine.step()
     print(f"after step {step}: " + "  ".join(f"{r}={q.status.name}" for r, q in reqs.items()))
     step += 1
-out = engine.outputs["guided"]
+out = engine.outputs["guided"].outputs[0]  # its one CompletionOutput
 print("guided answer is one of", CHOICES, ":", out.text in CHOICES, "| finish reason:", out.finish_reason)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print("guided answer:", repr(out.text), "| chats:", [engine.outputs[f"chat{i}"].text for i in range(2)])
+print("guided answer:", repr(out.text), "| chats:", [engine.outputs[f"chat{i}"].outputs[0].text for i in range(2)])
 
 # %% [markdown]
 # - Steps 0-2: the guided request is at the head of the queue but not ready; the chats behind it are

@@ -305,13 +305,13 @@ for ev in recovery_events(tight.trace, block_size=8):
           f"from the cache, {ev.recomputed} recomputed (path {ev.path})")
 
 # %%
-same = all(roomy.outputs[r].token_ids == tight.outputs[r].token_ids for r in roomy.outputs)
+same = all(roomy.outputs[r].outputs[0].token_ids == tight.outputs[r].outputs[0].token_ids for r in roomy.outputs)
 print("every request's 32 output tokens identical with and without preemption:", same)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r, out in tight.outputs.items():
-    print(f"{r}: {PROMPTS[int(r[1])]!r} -> {out.text[:70]!r}...")
+    print(f"{r}: {PROMPTS[int(r[1])]!r} -> {out.outputs[0].text[:70]!r}...")
 
 # %% [markdown]
 # - The preempted request paid with extra computed tokens and extra steps, not with different text.

@@ -311,13 +311,13 @@ engine.step()
 engine.add_request("req_A", list(range(2000, 2256)), params)
 engine.step()
 engine.add_request("req_C", list(range(3000, 3016)), params)
-before = {r: len(engine.outputs[r].token_ids) for r in ("req_A", "req_B", "req_C")}
+before = {r: len(engine.outputs[r].outputs[0].token_ids) for r in ("req_A", "req_B", "req_C")}
 engine.step()
 m = seen[-1]
 print("engine batch order:", orders[-1])
 print("query_start_loc", m.query_start_loc.tolist(), "seq_lens", m.seq_lens.tolist(),
       "logits_indices", m.logits_indices.tolist(), "max_query_len", m.max_query_len)  # fmt: skip
-print("tokens sampled this step:", {r: len(engine.outputs[r].token_ids) - n for r, n in before.items()})
+print("tokens sampled this step:", {r: len(engine.outputs[r].outputs[0].token_ids) - n for r, n in before.items()})
 
 # %% [markdown]
 # - The runner's order differs (C, the new request, first), so the offsets move, but the content is the

@@ -147,10 +147,10 @@ for name, engine in (("prefix caching on ", cached), ("prefix caching off", unca
     first_step = {r: next(s.step for s in steps if s.end == t) for r, t in first.items()}
     print(f"{name}: {len(steps)} steps, {prompt_tokens} prompt tokens computed, first token of q1/q2 in step",
           first_step["q1"], "/", first_step["q2"])  # fmt: skip
-same = all(cached.outputs[r].token_ids == uncached.outputs[r].token_ids for r in prompts)
+same = all(cached.outputs[r].outputs[0].token_ids == uncached.outputs[r].outputs[0].token_ids for r in prompts)
 print("same greedy tokens with and without the cache:", same)
 for r in prompts:
-    print(f"  {r}: {cached.outputs[r].text!r}")
+    print(f"  {r}: {cached.outputs[r].outputs[0].text!r}")
 
 # %% [markdown]
 # - A hit is free twice over: no compute, and no budget. The budget it would have used goes to other
@@ -222,9 +222,10 @@ drafted = sum(s.spec_tokens.get("quote", 0) for s in spec.trace.steps)
 accepted = sum(s.spec_accepted.get("quote", 0) for s in spec.trace.steps)
 print(f"quote: {drafted} drafted, {accepted} accepted ({accepted / drafted:.0%}), {rec.num_output_tokens} tokens")
 print("steps: without drafts", len(plain.trace.steps), "| with drafts", len(spec.trace.steps))
-print("greedy output identical:", all(spec.outputs[r].token_ids == plain.outputs[r].token_ids for r in spec.outputs))
-print(repr(spec.outputs["quote"].text))
-print(repr(spec.outputs["report"].text))
+same = all(spec.outputs[r].outputs[0].token_ids == plain.outputs[r].outputs[0].token_ids for r in spec.outputs)
+print("greedy output identical:", same)
+print(repr(spec.outputs["quote"].outputs[0].text))
+print(repr(spec.outputs["report"].outputs[0].text))
 
 # %% [markdown]
 # - Greedy verification keeps the output **identical**; only the number of steps changes.

@@ -672,7 +672,7 @@ recovered = {}
 for caching in (True, False):
     engine, (before, kept_outputs, at_preemption, hit) = run(preempt_after=10, caching=caching)
     ev = recovery_events(engine.trace, block_size=BLOCK)[0]
-    same = engine.outputs["r"].token_ids == reference.outputs["r"].token_ids
+    same = engine.outputs["r"].outputs[0].token_ids == reference.outputs["r"].outputs[0].token_ids
     recovered[caching] = (before, at_preemption, hit)
     print(f"prefix caching {'on' if caching else 'off'}:")
     print(f"  num_computed_tokens: {before} before the preemption -> {at_preemption} at it; the {kept_outputs}"

@@ -196,7 +196,7 @@ if HAS_CUDA:
             engine.add_request(str(i), p, SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True))
         while engine.has_unfinished_requests():
             engine.step()
-        tokens[backend] = [engine.outputs[str(i)].token_ids for i in range(len(prompts))]
+        tokens[backend] = [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))]
         durations = sorted(s.duration for s in engine.trace.steps)
         step_ms[backend] = durations[len(durations) // 2] * 1e3
         mixed = sum(1 for s in engine.trace.steps if s.prefill_tokens and s.decode_tokens)

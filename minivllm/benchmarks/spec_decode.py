@@ -60,7 +60,7 @@ def run(loaded, prompts, k: int, max_tokens: int) -> tuple[float, list[list[int]
         accepted=m.num_accepted_tokens,
         rate=m.spec_acceptance_rate,
     )
-    return elapsed, [engine.outputs[str(i)].token_ids for i in range(len(prompts))], stats
+    return elapsed, [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], stats
 
 
 def main(argv: list[str] | None = None) -> None:

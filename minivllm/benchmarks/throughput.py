@@ -74,7 +74,7 @@ def run_minivllm(
     while engine.has_unfinished_requests():
         engine.step()
     elapsed = engine.clock.now() - t0
-    return elapsed, [engine.outputs[str(i)].token_ids for i in range(len(prompts))], engine
+    return elapsed, [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], engine
 
 
 def hf_model(folder: str, device, dtype=torch.float32):

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         while engine.has_unfinished_requests():
             engine.step()
         for i, text in enumerate(CHATS[:3]):
-            print(f"Q: {text}\nA: {engine.outputs[str(i)].text.strip()}\n")
+            print(f"Q: {text}\nA: {engine.outputs[str(i)].outputs[0].text.strip()}\n")
 
     print(f"== Part 2: §11.1's scene: {len(CHATS)} chats decoding, a {args.long_prompt_tokens}-token prompt arrives ==")
     rows = []

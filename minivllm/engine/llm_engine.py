@@ -133,7 +133,7 @@ class LLMEngine:
         )
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))
-        self._outputs[request_id] = RequestOutput(request_id, text, list(token_ids))
+        self._outputs[request_id] = RequestOutput.new(request_id, text, list(token_ids), arrival)
 
     def _grammar_compiler(self) -> GrammarCompiler:
         if self.tokenizer is None:
@@ -150,8 +150,7 @@ class LLMEngine:
         for req_id in ids:
             if req_id in self.scheduler.requests:
                 self.scheduler.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
-                out = self._outputs[req_id]
-                out.finished, out.finish_reason = True, "abort"
+                self._finish(self._outputs[req_id], "abort", None, now)
                 self.trace.on_abort(req_id, now)
 
     def set_scheduling(self, **changes: Any) -> SchedulerConfig:
@@ -186,16 +185,36 @@ class LLMEngine:
             return self._recover(out, e)
         end = self.clock.now()
         core = self.scheduler.update_from_output(out, result)
+        self.trace.record_step(out, core, start, end, self._block_snapshot() if self.record_block_pool else None)
         changed = []
         for o in core.outputs:
             ro = self._outputs[o.request_id]
-            ro.token_ids.extend(o.new_token_ids)
+            ro.outputs[0].token_ids.extend(o.new_token_ids)
+            self._update_metrics(ro, end)
             if o.finished:
-                ro.finished, ro.finish_reason, ro.stop_reason = True, o.finish_reason, o.stop_reason
+                self._finish(ro, o.finish_reason, o.stop_reason, end)
                 self.detokenize(ro)
             changed.append(ro)
-        self.trace.record_step(out, core, start, end, self._block_snapshot() if self.record_block_pool else None)
         return changed
+
+    def _update_metrics(self, ro: RequestOutput, now: float) -> None:
+        """Copy the trace's times (and prefix-cache hit) for this request into its output's metrics."""
+        rec, m = self.trace.requests.get(ro.request_id), ro.metrics
+        if rec is None or m is None:
+            return
+        m.first_scheduled_time, m.first_token_time = rec.first_scheduled_time, rec.first_token_time
+        if rec.first_scheduled_time is not None:
+            m.time_in_queue = rec.first_scheduled_time - rec.arrival_time
+            ro.num_cached_tokens = rec.num_cached_tokens
+        if rec.token_times:
+            m.last_token_time = rec.token_times[-1]
+
+    @staticmethod
+    def _finish(ro: RequestOutput, finish_reason: str | None, stop_reason: int | str | None, now: float) -> None:
+        completion = ro.outputs[0]
+        ro.finished, completion.finish_reason, completion.stop_reason = True, finish_reason, stop_reason
+        if ro.metrics is not None:
+            ro.metrics.finished_time = now
 
     def _block_snapshot(self) -> BlockSnapshot:
         kv = self.scheduler.kv_cache_manager
@@ -222,18 +241,20 @@ class LLMEngine:
         outputs = []
         for req_id in failed:
             ro = self._outputs[req_id]
-            ro.finished, ro.finish_reason, ro.stop_reason = True, "abort", reason
+            self._finish(ro, "abort", reason, now)
             self.trace.on_abort(req_id, now)
             outputs.append(ro)
         return outputs
 
     def detokenize(self, output: RequestOutput) -> str:
-        """Set and return ``output.text`` (empty without a tokenizer); done for every finished request."""
+        """Set and return ``output.outputs[0].text`` (empty without a tokenizer); done for every finished
+        request."""
         if self.tokenizer is None:
             return ""
-        text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        completion = output.outputs[0]
+        text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
         assert isinstance(text, str)  # one sequence decodes to one string
-        output.text = text
+        completion.text = text
         return text
 
     # ------------------------------------------------------------------ a whole workload

@@ -250,12 +250,14 @@ class AsyncEngine:
         stream = self._streams.get(out.request_id)
         if stream is None:
             return
-        new_ids = out.token_ids[stream.num_sent :]
-        stream.num_sent = len(out.token_ids)
+        completion = out.outputs[0]
+        new_ids = completion.token_ids[stream.num_sent :]
+        stream.num_sent = len(completion.token_ids)
         text = stream.detokenizer.update(new_ids, finished=out.finished)
         # An abort the engine decided (a failed step, a grammar that failed) carries its reason.
-        error = out.stop_reason if out.finish_reason == "abort" and isinstance(out.stop_reason, str) else None
-        stream.put(Delta(text, new_ids, stream.num_sent, out.finished, out.finish_reason, error=error))
+        reason = completion.stop_reason
+        error = reason if completion.finish_reason == "abort" and isinstance(reason, str) else None
+        stream.put(Delta(text, new_ids, stream.num_sent, out.finished, completion.finish_reason, error=error))
         if out.finished:
             del self._streams[out.request_id]
             self.engine.pop_output(out.request_id)

@@ -3,6 +3,11 @@
 Builds an LLMEngine from vLLM-named keyword arguments, queues every prompt,
 steps until all are done, and returns the outputs in prompt order. The tqdm bar
 shows how many requests finished and the prefill / decode throughput (§11.9).
+
+Prompts take vLLM's forms (``vllm/inputs/data.py``): a string, a list of token ids, ``{"prompt": str}``,
+``{"prompt_token_ids": [...]}``, or a list of any of these; ``sampling_params`` is one SamplingParams for
+all, or a list with one per prompt. ``chat`` takes one conversation or a list of them, with vLLM's
+``chat_template``, ``add_generation_prompt`` and ``continue_final_message``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,33 @@ from minivllm.engine.llm_engine import LLMEngine
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
 
-Prompt = str | list[int]
+Prompt = str | list[int] | dict[str, Any]  # vLLM: TextPrompt / TokensPrompt / a bare str or token-id list
+PROMPT_KEYS = ("prompt", "prompt_token_ids")
+
+
+def parse_prompt(prompt: Any, index: int) -> str | list[int]:
+    """One prompt in any of vLLM's single-prompt forms, as the engine takes it (text or token ids)."""
+    if isinstance(prompt, dict):
+        keys = [k for k in PROMPT_KEYS if k in prompt]
+        extra = sorted(set(prompt) - set(PROMPT_KEYS))
+        if extra:
+            raise ValueError(f"prompts[{index}]: unsupported key {extra[0]!r}; a prompt dict has one of {PROMPT_KEYS}.")
+        if len(keys) != 1:
+            got = sorted(prompt)
+            raise ValueError(f"prompts[{index}]: a prompt dict needs exactly one of {PROMPT_KEYS}, got {got}.")
+        prompt = prompt[keys[0]]
+    if isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(t, int) for t in prompt)):
+        return prompt
+    raise ValueError(
+        f"prompts[{index}] must be a str, a list of token ids, {{'prompt': str}} or {{'prompt_token_ids': [...]}}, "
+        f"got {type(prompt).__name__}."
+    )
+
+
+def _is_single(prompts: Any) -> bool:
+    return isinstance(prompts, (str, dict)) or (
+        isinstance(prompts, list) and bool(prompts) and all(isinstance(t, int) for t in prompts)
+    )
 
 
 class LLM:
@@ -27,20 +58,27 @@ class LLM:
         self.tokenizer = self.engine.tokenizer
         self._counter = 0
 
+    def get_tokenizer(self) -> Any:
+        """The model's Hugging Face tokenizer (None for a model folder without one), as vLLM's."""
+        return self.tokenizer
+
     def generate(
         self,
         prompts: Prompt | Sequence[Prompt],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool = True,
     ) -> list[RequestOutput]:
-        """Generate for a prompt, a list of prompts, or a list of token-id lists."""
-        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        prompts = list(prompts)
+        """Generate for one prompt or a list of them (any of vLLM's prompt forms); outputs in prompt order."""
+        parsed = [parse_prompt(p, i) for i, p in enumerate([prompts] if _is_single(prompts) else list(prompts))]
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
-            sampling_params = [sampling_params or SamplingParams()] * len(prompts)
-        if len(sampling_params) != len(prompts):
-            raise ValueError(f"got {len(prompts)} prompts but {len(sampling_params)} sampling_params.")
+            sampling_params = [sampling_params or SamplingParams()] * len(parsed)
+        sampling_params = list(sampling_params)
+        if len(sampling_params) != len(parsed):
+            raise ValueError(
+                f"sampling_params: got {len(sampling_params)} for {len(parsed)} prompts; pass one SamplingParams, "
+                "or a list with one per prompt."
+            )
+        prompts = parsed
         if not prompts:  # as vLLM: no prompts, no outputs (and no step of the engine for other callers' requests)
             return []
         ids = []
@@ -67,13 +105,27 @@ class LLM:
         messages: list[dict[str, str]] | list[list[dict[str, str]]],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool = True,
+        chat_template: str | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
     ) -> list[RequestOutput]:
-        """Apply the tokenizer's chat template (with the generation prompt) to one or more conversations."""
+        """Apply the chat template (the tokenizer's, or ``chat_template``) to one or more conversations, then
+        generate. ``continue_final_message`` leaves the last (assistant) message open, for the model to go on;
+        it excludes ``add_generation_prompt``, as in vLLM."""
         if self.tokenizer is None:
             raise ValueError("LLM.chat needs a tokenizer; this model folder has none.")
+        if continue_final_message and add_generation_prompt:
+            raise ValueError("continue_final_message and add_generation_prompt cannot both be True.")
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
         prompts = [
-            self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations
+            self.tokenizer.apply_chat_template(
+                c,
+                chat_template=chat_template,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message,
+                tokenize=False,
+            )
+            for c in conversations
         ]
         token_ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         outputs = self.generate(token_ids, sampling_params, use_tqdm)
@@ -96,7 +148,7 @@ class LLM:
                 if not out.finished or out.request_id not in wanted:
                     continue
                 done[out.request_id] = engine.pop_output(out.request_id)
-                num_in, num_out = num_in + len(out.prompt_token_ids), num_out + len(out.token_ids)
+                num_in, num_out = num_in + len(out.prompt_token_ids), num_out + len(out.outputs[0].token_ids)
                 if bar is not None:
                     elapsed = bar.format_dict["elapsed"] or 1e-9
                     bar.set_postfix_str(

@@ -80,7 +80,7 @@ def test_same_tokens_as_the_v1_scheduler_through_the_engine():
             engine.add_request(f"r{i}", list(range(3 + i, 3 + i + n)), SamplingParams(max_tokens=12, ignore_eos=True))
         while engine.has_unfinished_requests():
             engine.step()
-        return {r: o.token_ids for r, o in engine.outputs.items()}, engine.trace
+        return {r: o.outputs[0].token_ids for r, o in engine.outputs.items()}, engine.trace
 
     v1, v1_trace = run(Scheduler, max_num_batched_tokens=64)
     v0, v0_trace = run(PrefillFirstScheduler, max_num_batched_tokens=256, enable_chunked_prefill=False)
@@ -103,7 +103,7 @@ def test_same_greedy_tokens_as_the_v1_scheduler_on_a_real_model(tiny):
             )
         while engine.has_unfinished_requests():
             engine.step()
-        return {r: o.token_ids for r, o in engine.outputs.items()}
+        return {r: o.outputs[0].token_ids for r, o in engine.outputs.items()}
 
     greedy_v1 = run(Scheduler, max_num_batched_tokens=32)
     greedy_v0 = run(PrefillFirstScheduler, max_num_batched_tokens=256, enable_chunked_prefill=False)

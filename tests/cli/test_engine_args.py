@@ -136,7 +136,7 @@ def test_build_engine_builds_what_the_flags_say(tiny_qwen2):
     engine.add_request("r", [5, 6, 7, 8, 9], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
-    assert len(engine.outputs["r"].token_ids) == 6
+    assert len(engine.outputs["r"].outputs[0].token_ids) == 6
 
     loaded = runner.loaded  # a pre-loaded model is used as it is, and still sizes max_model_len
     again = build_engine(loaded=loaded, model=tiny_qwen2, device="cpu", num_gpu_blocks=40, block_size=32)

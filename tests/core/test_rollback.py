@@ -55,7 +55,10 @@ def run(engine: LLMEngine, faults: dict | None = None) -> dict[str, tuple[list[i
         owned = [b for blocks in kv.req_to_blocks.values() for b in blocks]
         assert all(b.ref_cnt > 0 for b in owned)
     assert kv.block_pool.get_num_free_blocks() == kv.block_pool.num_gpu_blocks - 1  # only the null block
-    return {r: (o.token_ids, o.finish_reason, o.stop_reason) for r, o in engine.outputs.items()}
+    return {
+        r: (c.token_ids, c.finish_reason, c.stop_reason)
+        for r, c in ((r, o.outputs[0]) for r, o in engine.outputs.items())
+    }
 
 
 def blame_last(seen: list[str]):
@@ -177,7 +180,7 @@ def test_llm_generate_interrupted_leaves_no_request_behind(tiny):
     assert not llm.engine.has_unfinished_requests() and not llm.engine.outputs
     pool = llm.engine.scheduler.kv_cache_manager.block_pool
     assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1
-    assert [len(o.token_ids) for o in llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)] == [6]
+    assert [len(o.outputs[0].token_ids) for o in llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)] == [6]
 
 
 def test_llm_generate_after_an_engine_exception_serves_the_next_call(tiny):
@@ -185,7 +188,7 @@ def test_llm_generate_after_an_engine_exception_serves_the_next_call(tiny):
     llm = LLM(tiny.hf_folder, device="cpu", num_gpu_blocks=40, max_model_len=256)
     llm.engine.fault_hook = lambda out: (_ for _ in ()).throw(OverflowError("int too big to convert"))
     (failed,) = llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)
-    assert failed.finish_reason == "abort" and "OverflowError" in failed.stop_reason
+    assert failed.outputs[0].finish_reason == "abort" and "OverflowError" in failed.outputs[0].stop_reason
     llm.engine.fault_hook = None
     (ok,) = llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)
-    assert ok.finish_reason == "length" and len(ok.token_ids) == 6
+    assert ok.outputs[0].finish_reason == "length" and len(ok.outputs[0].token_ids) == 6

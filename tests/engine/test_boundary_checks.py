@@ -36,7 +36,7 @@ def test_stop_token_ids_outside_the_vocabulary_are_refused_in_add_request(tiny, 
         SamplingParams(max_tokens=4, min_tokens=2, temperature=0.0, stop_token_ids=[319], ignore_eos=True),
     )
     run(engine)
-    assert len(engine.outputs["ok"].token_ids) >= 2
+    assert len(engine.outputs["ok"].outputs[0].token_ids) >= 2
 
 
 def test_a_kv_cache_larger_than_the_machine_names_the_parameter_and_the_bytes(tiny):
@@ -80,5 +80,5 @@ def test_generate_with_no_prompts_returns_nothing_and_steps_nothing(tiny):
     assert llm.generate([]) == [] and llm.generate([], SamplingParams(), use_tqdm=False) == []
     llm.engine.add_request("other", [5, 6, 7], SamplingParams(max_tokens=3, temperature=0.0))
     assert llm.generate([], use_tqdm=False) == [] and len(llm.engine.trace.steps) == 0
-    with pytest.raises(ValueError, match="got 0 prompts but 1 sampling_params"):
+    with pytest.raises(ValueError, match="sampling_params: got 1 for 0 prompts"):
         llm.generate([], [SamplingParams()])

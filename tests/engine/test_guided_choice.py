@@ -62,7 +62,7 @@ def test_outputs_are_always_one_of_the_choices(smollm2, vocab):
     while engine.has_unfinished_requests():
         engine.step()
     for req_id in ids:
-        out = engine.outputs[req_id]
+        out = engine.outputs[req_id].outputs[0]
         assert out.text in CHOICES and out.finish_reason == "stop", (req_id, out.text)
     steps_waiting = [s for s in engine.trace.steps if s.num_waiting]
     assert len(steps_waiting) < len(engine.trace.steps)  # compiled, then everyone ran
@@ -87,7 +87,10 @@ def test_a_slow_compile_blocks_nobody(smollm2, vocab):
     release.set()
     while engine.has_unfinished_requests():
         engine.step()
-    assert engine.outputs["guided"].text in ("yes", "no") and len(engine.outputs["free"].token_ids) == 6
+    assert (
+        engine.outputs["guided"].outputs[0].text in ("yes", "no")
+        and len(engine.outputs["free"].outputs[0].token_ids) == 6
+    )
 
 
 @pytest.mark.slow
@@ -101,9 +104,9 @@ def test_a_bad_grammar_fails_only_its_request(smollm2, vocab, choices, reason):
     engine.add_request("good", [4, 5, 6], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
-    bad = engine.outputs["bad"]
+    bad = engine.outputs["bad"].outputs[0]
     assert bad.finish_reason == "abort" and reason in bad.stop_reason and bad.token_ids == []
-    assert len(engine.outputs["good"].token_ids) == 4
+    assert len(engine.outputs["good"].outputs[0].token_ids) == 4
     pool = engine.scheduler.kv_cache_manager.block_pool
     assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1
 

@@ -42,7 +42,7 @@ def run_engine(loaded, prompts, *, block_size=16, num_gpu_blocks=400, stagger=Fa
         engine.step()
     pool = engine.scheduler.kv_cache_manager.block_pool
     assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1  # nothing leaked
-    return [engine.outputs[str(i)].token_ids for i in range(len(prompts))], engine.trace
+    return [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], engine.trace
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,16 @@ def test_abort_frees_every_block_and_the_others_finish(tiny, when):
     engine.add_request("other", list(range(3, 23)), params)
     engine.step()
     if when == "mid_decode":
-        while engine.outputs["victim"].token_ids == []:
+        while engine.outputs["victim"].outputs[0].token_ids == []:
             engine.step()
     engine.abort_request("victim")
-    assert engine.outputs["victim"].finish_reason == "abort"
+    assert engine.outputs["victim"].outputs[0].finish_reason == "abort"
     while engine.has_unfinished_requests():
         engine.step()
-    assert engine.outputs["other"].finish_reason == "length" and len(engine.outputs["other"].token_ids) == 8
+    assert (
+        engine.outputs["other"].outputs[0].finish_reason == "length"
+        and len(engine.outputs["other"].outputs[0].token_ids) == 8
+    )
     assert free_blocks(engine) == 63
 
 
@@ -45,7 +48,7 @@ def test_bad_requests_get_clear_errors_while_the_others_finish(tiny):
         engine.add_request("ok", [1], params)
     while engine.has_unfinished_requests():
         engine.step()
-    assert len(engine.outputs["ok"].token_ids) == 4 and free_blocks(engine) == 63
+    assert len(engine.outputs["ok"].outputs[0].token_ids) == 4 and free_blocks(engine) == 63
     assert "long" not in engine.trace.requests
 
 
@@ -69,7 +72,7 @@ def test_seeded_sampling_does_not_depend_on_the_batch(tiny):
     crowded.add_request("x", [5, 6, 7, 8], params)
     while crowded.has_unfinished_requests():
         crowded.step()
-    assert alone.outputs["x"].token_ids == crowded.outputs["x"].token_ids
+    assert alone.outputs["x"].outputs[0].token_ids == crowded.outputs["x"].outputs[0].token_ids
 
 
 def test_generation_stops_on_a_stop_token(tiny):
@@ -77,11 +80,11 @@ def test_generation_stops_on_a_stop_token(tiny):
     engine.add_request("g", [5, 6, 7], SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
-    tokens = engine.outputs["g"].token_ids
+    tokens = engine.outputs["g"].outputs[0].token_ids
     engine.add_request("s", [5, 6, 7], SamplingParams(max_tokens=10, temperature=0.0, stop_token_ids=[tokens[3]]))
     while engine.has_unfinished_requests():
         engine.step()
-    out = engine.outputs["s"]
+    out = engine.outputs["s"].outputs[0]
     assert out.token_ids == tokens[: tokens.index(tokens[3]) + 1]
     assert (out.finish_reason, out.stop_reason) == ("stop", tokens[3])
 
@@ -108,9 +111,9 @@ def test_llm_generate_accepts_strings_and_token_ids(tiny):
     by_text = llm.generate(["the cat sat", "hello world"], params, use_tqdm=False)
     ids = [o.prompt_token_ids for o in by_text]
     by_ids = llm.generate(ids, params, use_tqdm=True)
-    assert [o.token_ids for o in by_text] == [o.token_ids for o in by_ids]
-    assert all(o.finished and len(o.token_ids) == 5 for o in by_ids) and by_text[0].prompt == "the cat sat"
-    with pytest.raises(ValueError, match="got 2 prompts but 1 sampling_params"):
+    assert [o.outputs[0].token_ids for o in by_text] == [o.outputs[0].token_ids for o in by_ids]
+    assert all(o.finished and len(o.outputs[0].token_ids) == 5 for o in by_ids) and by_text[0].prompt == "the cat sat"
+    with pytest.raises(ValueError, match="sampling_params: got 1 for 2 prompts"):
         llm.generate(ids, [params])
     assert not llm.engine.has_unfinished_requests()
 

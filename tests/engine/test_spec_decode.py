@@ -75,7 +75,7 @@ def test_greedy_with_speculation_equals_greedy_without(repetitive, budget):
         engine.add_request(str(i), p, SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
-    assert [engine.outputs[str(i)].token_ids for i in range(len(prompts))] == expected
+    assert [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))] == expected
     drafted = sum(sum(s.spec_tokens.values()) for s in engine.trace.steps)
     accepted = sum(sum(s.spec_accepted.values()) for s in engine.trace.steps)
     assert drafted > 0 and 0 < accepted <= drafted
@@ -104,6 +104,6 @@ def test_spec_decode_on_a_tiny_model_matches_plain_greedy(tiny_qwen2):
         while engine.has_unfinished_requests():
             engine.step()
         free = engine.scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
-        return [engine.outputs[r].token_ids for r in "rs"], free
+        return [engine.outputs[r].outputs[0].token_ids for r in "rs"], free
 
     assert run(3) == run(0)

@@ -55,7 +55,7 @@ def test_engine_thread_streams_applies_commands_and_reports_errors(llm):
     assert budget == 200 and llm.engine.scheduler.scheduler_config.max_num_batched_tokens == 200
     assert [d.num_output_tokens for d in deltas] == list(range(1, 21)) and deltas[-1].finished
     assert "a" not in llm.engine.outputs and not llm.engine.has_unfinished_requests()
-    expected = llm.generate([5, 6, 7, 8], params, use_tqdm=False)[0]
+    expected = llm.generate([5, 6, 7, 8], params, use_tqdm=False)[0].outputs[0]
     assert sum((d.token_ids for d in deltas), []) == expected.token_ids
     assert "".join(d.text for d in deltas) == expected.text
 

@@ -32,7 +32,7 @@ def offline(tiny_qwen2):
 
 def offline_text(offline, prompt, max_tokens: int) -> tuple[str, list[int]]:
     out = offline.generate(prompt, SamplingParams(max_tokens=max_tokens, temperature=0.0), use_tqdm=False)[0]
-    return out.text, out.token_ids
+    return out.outputs[0].text, out.outputs[0].token_ids
 
 
 def test_health_models_and_metrics_names(server):
@@ -208,7 +208,7 @@ def test_overload_queues_and_preempts_without_losing_a_request(tiny_qwen2, offli
     assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
     params = SamplingParams(max_tokens=60, temperature=0.0, ignore_eos=True)
     expected = offline.generate(prompts, params, use_tqdm=False)
-    assert [g.text for g in got] == [e.text for e in expected]  # recompute after preemption changes nothing
+    assert [g.text for g in got] == [e.outputs[0].text for e in expected]  # recompute after preemption changes nothing
 
 
 def test_rag_prompt_is_a_chat_turn_of_exactly_the_asked_length(server, offline):

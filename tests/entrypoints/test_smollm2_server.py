@@ -45,7 +45,7 @@ def test_smollm2_streams_equal_offline_llm(smollm2):
     llm = LLM("smollm2", model_runner=ModelRunner(EngineConfig.from_kwargs(model="smollm2", **KW), smollm2), **KW)
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
     expected = llm.chat([[{"role": "user", "content": q}] for q in QUESTIONS], params, use_tqdm=False)
-    for got, want in zip(chats, expected):
+    for got, want in zip(chats, (e.outputs[0] for e in expected)):
         assert got.done and got.text == want.text and got.finish_reason == want.finish_reason
-    want = llm.generate(PROMPT, params, use_tqdm=False)[0]
+    want = llm.generate(PROMPT, params, use_tqdm=False)[0].outputs[0]
     assert completion.text == want.text and len(completion.text) > 10

@@ -56,4 +56,4 @@ def test_cuda_greedy_equals_hf(cuda_model_folder, backend, budget):
         engine.add_request(str(i), p, SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
-    assert [engine.outputs[str(i)].token_ids for i in range(len(prompts))] == expected
+    assert [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))] == expected

@@ -50,7 +50,9 @@ def test_fake_and_sim_runners_give_the_same_step_table(kwargs):
     fake.run(requests)
     assert step_table(sim) == step_table(fake)
     assert any(s.preempted for s in sim.trace.steps) == ("num_gpu_blocks" in kwargs)  # the small cache preempts
-    assert {r: o.token_ids for r, o in sim.outputs.items()} == {r: o.token_ids for r, o in fake.outputs.items()}
+    assert {r: o.outputs[0].token_ids for r, o in sim.outputs.items()} == {
+        r: o.outputs[0].token_ids for r, o in fake.outputs.items()
+    }
     assert all(s.duration == 0 for s in fake.trace.steps) and all(s.duration > 0 for s in sim.trace.steps)
 
 
@@ -120,5 +122,5 @@ def test_repeating_runner_times_each_step_and_changes_nothing(tiny_qwen2):
         while engine.has_unfinished_requests():
             engine.step()
         assert [len(t) for t in runner.times] == [repeats] * len(engine.trace.steps)
-        outputs.append({r: o.token_ids for r, o in engine.outputs.items()})
+        outputs.append({r: o.outputs[0].token_ids for r, o in engine.outputs.items()})
     assert outputs[0] == outputs[1]
