@@ -147,19 +147,53 @@ class CompletionRequest(_SamplingFields):
             bad = next((t for t in value if isinstance(t, bool) or not isinstance(t, (int, str, list))), None)
             got = f", got {_short(bad)} in the list" if bad is not None else ""
             raise ValueError(f"prompt must be a string or a list of token ids (integers >= 0){got}.") from None
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
+            value = value[0]  # a batch of one prompt is that prompt, as vLLM serves it
         return _valid_text(value, "prompt")
+
+
+class TextPart(BaseModel):
+    """One part of a message's content in the OpenAI list form; only text parts are served."""
+
+    type: str
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _valid_text(value, "messages")
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: str
-    content: str | None = None
+    content: str | list[TextPart] | None = None
 
-    @field_validator("role", "content")
+    @field_validator("role")
     @classmethod
     def _text(cls, value: Any) -> Any:
         return _valid_text(value, "messages")
+
+    @field_validator("content", mode="wrap")
+    @classmethod
+    def _content(cls, value: Any, handler: Any) -> Any:
+        """A string, None, or a list of text parts; one clear message for anything else."""
+        if isinstance(value, list):
+            for part in value:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                if kind != "text":
+                    raise ValueError(f"only text content parts are supported (type 'text'), got {_short(kind)}.")
+        elif value is not None and not isinstance(value, str):
+            raise ValueError(f"message content must be a string or a list of text parts, got {type(value).__name__}.")
+        return _valid_text(handler(value), "messages")
+
+    @property
+    def text(self) -> str:
+        """The content as one string: text parts are joined with newlines, as vLLM joins them."""
+        if isinstance(self.content, list):
+            return "\n".join(p.text for p in self.content)
+        return self.content or ""
 
 
 class ChatCompletionRequest(_SamplingFields):

@@ -83,7 +83,7 @@ def chat_prompt_ids(state: ServerState, req: ChatCompletionRequest) -> list[int]
     tok = state.tokenizer
     if tok is None:
         raise APIError("This model has no tokenizer, so it cannot serve chat; use /v1/completions.", "messages")
-    messages = [{"role": m.role, "content": m.content or ""} for m in req.messages]
+    messages = [{"role": m.role, "content": m.text} for m in req.messages]
     if not messages:
         raise APIError("messages must not be empty.", "messages")
     check_prompt_chars(state, sum(len(m["content"]) for m in messages), "messages")

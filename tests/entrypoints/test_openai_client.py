@@ -128,15 +128,16 @@ def test_chat_completion_equals_the_same_request_sent_by_httpx(client, server, m
     assert chunks[-1].choices[0].finish_reason == finish
 
 
-@pytest.mark.xfail(
-    strict=True, raises=openai.BadRequestError, reason="ChatMessage.content is a string only: content parts are a 400"
-)
 def test_chat_content_parts_are_joined_as_vllm_does(client, model, greedy):
     parts = [{"type": "text", "text": CHAT[0]["content"]}]
     got = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": parts}], max_tokens=N, temperature=0
     )
     assert got.choices[0].message.content == greedy["chat"][0]
+    image = [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]  # only text parts are served
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": image}], max_tokens=N)
+    assert e.value.body["param"] == "messages" and "only text content parts" in e.value.message
 
 
 def test_prompt_as_token_ids_and_a_list_of_prompts(client, model, greedy):
@@ -150,9 +151,6 @@ def test_prompt_as_token_ids_and_a_list_of_prompts(client, model, greedy):
         assert e.value.status_code == 400 and e.value.body["param"] == "prompt" and "Batched" in e.value.message
 
 
-@pytest.mark.xfail(
-    strict=True, raises=openai.BadRequestError, reason="completion_prompt refuses every list of prompts, even of one"
-)
 @pytest.mark.parametrize("wrapped", [[PROMPT], "ids"], ids=["text", "ids"])
 def test_a_list_of_one_prompt_is_that_prompt(client, model, tok, greedy, wrapped):
     prompt = [tok.encode(PROMPT)] if wrapped == "ids" else wrapped  # vLLM serves a batch of one as one prompt
