@@ -85,6 +85,27 @@ def _choice_list(value: Any) -> list[str]:
     return list(value)
 
 
+# (field, accepted?, why not) for vLLM's SamplingParams fields that minivllm accepts only at their defaults.
+UNSUPPORTED_FIELDS: tuple[tuple[str, Any, str], ...] = (
+    ("n", lambda v: v == 1 and not isinstance(v, bool), "must be 1: minivllm samples one sequence per request"),
+    ("best_of", lambda v: v is None or (v == 1 and not isinstance(v, bool)), "must be None or 1 (n is 1)"),
+    ("presence_penalty", lambda v: v == 0, "is not supported (must be 0.0)"),
+    ("frequency_penalty", lambda v: v == 0, "is not supported (must be 0.0)"),
+    ("repetition_penalty", lambda v: v == 1, "is not supported (must be 1.0)"),
+    ("min_p", lambda v: v == 0, "is not supported (must be 0.0)"),
+    ("stop", lambda v: not v, "strings are not supported; use stop_token_ids"),
+    ("bad_words", lambda v: not v, "is not supported"),
+    ("logprobs", lambda v: v is None, "is not supported (minivllm returns no log-probabilities)"),
+    ("prompt_logprobs", lambda v: v is None, "is not supported (minivllm returns no log-probabilities)"),
+    ("detokenize", lambda v: v is True, "must be True: finished outputs are always detokenized"),
+    ("skip_special_tokens", lambda v: v is True, "must be True: special tokens are always left out of the text"),
+    ("spaces_between_special_tokens", lambda v: v is True, "must be True"),
+    ("include_stop_str_in_output", lambda v: isinstance(v, bool), "must be True or False"),
+    ("logit_bias", lambda v: not v, "is not supported"),
+    ("allowed_token_ids", lambda v: not v, "is not supported"),
+)
+
+
 @dataclass
 class SamplingParams:
     """Per-request sampling and stopping rules.
@@ -105,9 +126,35 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     min_tokens: int = 0
     guided_choice: list[str] | None = None  # §11.4.4: the output must be exactly one of these
+    # vLLM's other fields, with vLLM's defaults, so that a vLLM script's keyword arguments are understood: each
+    # is accepted at its default and refused otherwise, by name (minivllm does not implement them).
+    n: int = 1
+    best_of: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
+    stop: str | list[str] | None = None
+    bad_words: list[str] | None = None
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    detokenize: bool = True
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
 
     def __post_init__(self) -> None:
         self._verify()
+        self._refuse_unsupported()
+
+    def _refuse_unsupported(self) -> None:
+        """vLLM fields minivllm does not implement: only their defaults (or what means the same) pass."""
+        for name, ok, why in UNSUPPORTED_FIELDS:
+            value = getattr(self, name)
+            if not ok(value):
+                raise ValueError(f"{name} {why}; got {name}={_show(value)}.")
 
     def _verify(self) -> None:
         """vLLM's ``_verify_args``, plus the type and finiteness checks; normalises the values it accepts."""

@@ -103,3 +103,40 @@ def test_tiny_temperatures_are_raised_to_001_as_vllm_does(caplog):
         assert SamplingParams(temperature=1e-40).temperature == 0.01
     assert "temperature 1e-40 is less than 0.01" in caplog.text
     assert SamplingParams(temperature=0.5).temperature == 0.5
+
+
+def test_vllms_other_fields_are_understood_at_their_defaults():
+    """A vLLM script may spell out vLLM's defaults (n=1, stop=None, logprobs=None, ...): all accepted."""
+    p = SamplingParams(
+        n=1, best_of=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, min_p=0.0, stop=[],
+        bad_words=None, logprobs=None, prompt_logprobs=None, detokenize=True, skip_special_tokens=True,
+        spaces_between_special_tokens=True, include_stop_str_in_output=True, logit_bias={}, allowed_token_ids=None,
+    )  # fmt: skip
+    assert (p.n, p.max_tokens, p.temperature, p.top_p, p.top_k) == (1, 16, 1.0, 1.0, -1)  # vLLM 0.8.5's defaults
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n": 2}, "n must be 1: minivllm samples one sequence per request; got n=2."),
+        ({"n": True}, "n must be 1"),
+        ({"best_of": 4}, "best_of must be None or 1"),
+        ({"presence_penalty": 0.5}, "presence_penalty is not supported (must be 0.0); got presence_penalty=0.5."),
+        ({"frequency_penalty": -1}, "frequency_penalty is not supported"),
+        ({"repetition_penalty": 1.2}, "repetition_penalty is not supported (must be 1.0)"),
+        ({"min_p": 0.05}, "min_p is not supported"),
+        ({"stop": ["\n"]}, "stop strings are not supported; use stop_token_ids"),
+        ({"stop": "."}, "stop strings are not supported"),
+        ({"logprobs": 1}, "logprobs is not supported"),
+        ({"prompt_logprobs": 0}, "prompt_logprobs is not supported"),
+        ({"detokenize": False}, "detokenize must be True"),
+        ({"skip_special_tokens": False}, "skip_special_tokens must be True"),
+        ({"include_stop_str_in_output": "yes"}, "include_stop_str_in_output must be True or False"),
+        ({"logit_bias": {5: 1.0}}, "logit_bias is not supported"),
+        ({"allowed_token_ids": [1, 2]}, "allowed_token_ids is not supported"),
+    ],
+)
+def test_vllm_fields_minivllm_does_not_implement_are_refused_by_name(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        SamplingParams(**kwargs)
+    assert str(e.value).startswith(next(iter(kwargs))) and message in str(e.value)

@@ -43,6 +43,26 @@ def parse_prompt(prompt: Any, index: int) -> str | list[int]:
     )
 
 
+SPECULATIVE_KEYS = ("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
+
+
+def speculative_kwargs(config: Any) -> dict[str, Any]:
+    """vLLM's ``speculative_config={"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": n}`` as
+    minivllm's flat engine arguments (the only method minivllm has is prompt lookup, §11.8.2)."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ValueError(f"speculative_config must be a dict, got {type(config).__name__}.")
+    method = config.get("method", "ngram")
+    if method not in ("ngram", "[ngram]"):
+        raise ValueError(f"speculative_config: method must be 'ngram' (prompt lookup), got {method!r}.")
+    extra = sorted(set(config) - {"method", *SPECULATIVE_KEYS})
+    if extra:
+        allowed = ["method", *SPECULATIVE_KEYS]
+        raise ValueError(f"speculative_config: unsupported key {extra[0]!r}; allowed: {allowed}.")
+    return {k: config[k] for k in SPECULATIVE_KEYS if k in config}
+
+
 def _is_single(prompts: Any) -> bool:
     return isinstance(prompts, (str, dict)) or (
         isinstance(prompts, list) and bool(prompts) and all(isinstance(t, int) for t in prompts)
@@ -54,6 +74,8 @@ class LLM:
 
     def __init__(self, model: str = "smollm2", **kwargs: Any) -> None:
         model_runner = kwargs.pop("model_runner", None)  # a minivllm addition: e.g. a SimRunner or FakeModelRunner
+        if "speculative_config" in kwargs:
+            kwargs.update(speculative_kwargs(kwargs.pop("speculative_config")))
         self.engine = LLMEngine(EngineConfig.from_kwargs(model=model, **kwargs), model_runner=model_runner)
         self.tokenizer = self.engine.tokenizer
         self._counter = 0

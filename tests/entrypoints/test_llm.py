@@ -93,3 +93,22 @@ def test_chat_takes_vllms_template_arguments(llm):
     with pytest.raises(ValueError, match="continue_final_message and add_generation_prompt"):
         llm.chat(conversation, GREEDY, use_tqdm=False, chat_template=TEMPLATE, continue_final_message=True)
     assert llm.get_tokenizer() is llm.tokenizer
+
+
+def test_speculative_config_as_vllm_spells_it(tiny_qwen2):
+    kw = dict(max_num_batched_tokens=64, max_num_seqs=4, max_model_len=256, num_gpu_blocks=64)
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}
+    llm = LLM(model=tiny_qwen2, speculative_config=spec, **kw)
+    sc = llm.engine.config.speculative_config
+    assert (sc.num_speculative_tokens, sc.prompt_lookup_max, sc.prompt_lookup_min) == (3, 2, 1)
+    plain = LLM(model=tiny_qwen2, **kw)
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 7, 5, 6]  # repeats: prompt lookup finds drafts
+    same = [x.generate([prompt], GREEDY, use_tqdm=False)[0].outputs[0].token_ids for x in (llm, plain)]
+    assert same[0] == same[1]  # drafts verified by the model change nothing under greedy sampling
+    assert any(step.spec_tokens for step in llm.engine.trace.steps)  # and drafts were proposed
+    with pytest.raises(ValueError, match="method must be 'ngram'"):
+        LLM(model=tiny_qwen2, speculative_config={"method": "eagle", "num_speculative_tokens": 2}, **kw)
+    with pytest.raises(ValueError, match="unsupported key 'model'"):
+        LLM(model=tiny_qwen2, speculative_config={"model": "x", "num_speculative_tokens": 2}, **kw)
+    with pytest.raises(ValueError, match="Unknown engine argument 'tensor_parallel_sizes'"):
+        LLM(model=tiny_qwen2, tensor_parallel_sizes=1, **kw)
