@@ -93,7 +93,6 @@ UNSUPPORTED_FIELDS: tuple[tuple[str, Any, str], ...] = (
     ("frequency_penalty", lambda v: v == 0, "is not supported (must be 0.0)"),
     ("repetition_penalty", lambda v: v == 1, "is not supported (must be 1.0)"),
     ("min_p", lambda v: v == 0, "is not supported (must be 0.0)"),
-    ("stop", lambda v: not v, "strings are not supported; use stop_token_ids"),
     ("bad_words", lambda v: not v, "is not supported"),
     ("logprobs", lambda v: v is None, "is not supported (minivllm returns no log-probabilities)"),
     ("prompt_logprobs", lambda v: v is None, "is not supported (minivllm returns no log-probabilities)"),
@@ -126,15 +125,16 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     min_tokens: int = 0
     guided_choice: list[str] | None = None  # §11.4.4: the output must be exactly one of these
-    # vLLM's other fields, with vLLM's defaults, so that a vLLM script's keyword arguments are understood: each
-    # is accepted at its default and refused otherwise, by name (minivllm does not implement them).
+    # vLLM's other fields, with vLLM's defaults, so that a vLLM script's keyword arguments are understood. stop
+    # and include_stop_str_in_output work; the others are accepted at their default and refused otherwise, by
+    # name (UNSUPPORTED_FIELDS: minivllm does not implement them).
     n: int = 1
     best_of: int | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     min_p: float = 0.0
-    stop: str | list[str] | None = None
+    stop: str | list[str] | None = None  # stop strings (minivllm.engine.stop_strings); kept as a list
     bad_words: list[str] | None = None
     logprobs: int | None = None
     prompt_logprobs: int | None = None
@@ -147,7 +147,16 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         self._verify()
+        self._check_stop()
         self._refuse_unsupported()
+
+    def _check_stop(self) -> None:
+        """``stop``: None, one string or a list of non-empty strings (kept as a list; the engine checks them)."""
+        if self.stop is None or isinstance(self.stop, str):
+            self.stop = [] if not self.stop else [self.stop]
+        if not isinstance(self.stop, (list, tuple)) or not all(isinstance(x, str) and x for x in self.stop):
+            raise ValueError(f"stop must be a string or a list of non-empty strings, got {_show(self.stop)}.")
+        self.stop = list(self.stop)
 
     def _refuse_unsupported(self) -> None:
         """vLLM fields minivllm does not implement: only their defaults (or what means the same) pass."""

@@ -113,6 +113,9 @@ def test_vllms_other_fields_are_understood_at_their_defaults():
         spaces_between_special_tokens=True, include_stop_str_in_output=True, logit_bias={}, allowed_token_ids=None,
     )  # fmt: skip
     assert (p.n, p.max_tokens, p.temperature, p.top_p, p.top_k) == (1, 16, 1.0, 1.0, -1)  # vLLM 0.8.5's defaults
+    assert (
+        p.stop == [] and SamplingParams(stop="\n").stop == ["\n"] and SamplingParams(stop=("a", "b")).stop == ["a", "b"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -125,8 +128,8 @@ def test_vllms_other_fields_are_understood_at_their_defaults():
         ({"frequency_penalty": -1}, "frequency_penalty is not supported"),
         ({"repetition_penalty": 1.2}, "repetition_penalty is not supported (must be 1.0)"),
         ({"min_p": 0.05}, "min_p is not supported"),
-        ({"stop": ["\n"]}, "stop strings are not supported; use stop_token_ids"),
-        ({"stop": "."}, "stop strings are not supported"),
+        ({"stop": [""]}, "stop must be a string or a list of non-empty strings, got ['']."),
+        ({"stop": 5}, "stop must be a string or a list of non-empty strings"),
         ({"logprobs": 1}, "logprobs is not supported"),
         ({"prompt_logprobs": 0}, "prompt_logprobs is not supported"),
         ({"detokenize": False}, "detokenize must be True"),

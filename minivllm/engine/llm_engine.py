@@ -19,6 +19,7 @@ from minivllm.config import EngineConfig, SchedulerConfig
 from minivllm.core.output import SchedulerOutput
 from minivllm.core.rollback import RequestError, culprits, roll_back_step
 from minivllm.core.scheduler import Scheduler
+from minivllm.engine.stop_strings import StopStringChecker, checker_for
 from minivllm.metrics.trace import BlockSnapshot, EngineTrace
 from minivllm.outputs import RequestOutput
 from minivllm.request import Request, RequestStatus
@@ -79,6 +80,7 @@ class LLMEngine:
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
         self._outputs: dict[str, RequestOutput] = {}
+        self._stop_checkers: dict[str, StopStringChecker] = {}  # requests with stop strings
         self.grammar_compiler: GrammarCompiler | None = None  # made on the first guided request
         # Tests force failures here: called after execute_model with the SchedulerOutput; what it raises is
         # handled as the runner's own failure (a RequestError names the requests it belongs to).
@@ -119,6 +121,8 @@ class LLMEngine:
                     f"stop_token_ids of request {request_id!r}: token id {bad[0]!r} is out of range; "
                     f"allowed 0..{self.vocab_size - 1}."
                 )
+        if params.stop and self.tokenizer is None:
+            raise ValueError("stop strings need a tokenizer; this engine has none: use stop_token_ids.")
         if params.guided_choice is not None and grammar is None:
             grammar = self._grammar_compiler().submit(params.guided_choice)  # compiled in the background
         arrival = self.clock.now() if arrival_time is None else arrival_time
@@ -134,6 +138,8 @@ class LLMEngine:
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))
         self._outputs[request_id] = RequestOutput.new(request_id, text, list(token_ids), arrival)
+        if (checker := checker_for(params)) is not None:
+            self._stop_checkers[request_id] = checker
 
     def _grammar_compiler(self) -> GrammarCompiler:
         if self.tokenizer is None:
@@ -185,17 +191,38 @@ class LLMEngine:
             return self._recover(out, e)
         end = self.clock.now()
         core = self.scheduler.update_from_output(out, result)
+        stopped = set()
+        for o in core.outputs:
+            self._outputs[o.request_id].outputs[0].token_ids.extend(o.new_token_ids)
+            if o.request_id in self._stop_checkers and self._check_stop_strings(o):
+                stopped.add(o.request_id)
         self.trace.record_step(out, core, start, end, self._block_snapshot() if self.record_block_pool else None)
         changed = []
         for o in core.outputs:
             ro = self._outputs[o.request_id]
-            ro.outputs[0].token_ids.extend(o.new_token_ids)
             self._update_metrics(ro, end)
             if o.finished:
                 self._finish(ro, o.finish_reason, o.stop_reason, end)
-                self.detokenize(ro)
+                if o.request_id not in stopped:  # a stop string's output keeps its cut text
+                    self.detokenize(ro)
             changed.append(ro)
         return changed
+
+    def _check_stop_strings(self, o: Any) -> bool:
+        """Decode the request's text; if it now holds a stop string, cut the text there and finish the request
+        ("stop", the string), as vLLM's output processor has the engine core do. True if it stopped."""
+        assert self.tokenizer is not None  # add_request refuses stop strings without one
+        completion = self._outputs[o.request_id].outputs[0]
+        text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+        assert isinstance(text, str)
+        hit = self._stop_checkers[o.request_id].check(text)
+        if hit is None:
+            return False
+        completion.text, stop = hit
+        if not o.finished:
+            self.scheduler.finish_requests(o.request_id, RequestStatus.FINISHED_STOPPED)
+        o.finish_reason, o.stop_reason = "stop", stop
+        return True
 
     def _update_metrics(self, ro: RequestOutput, now: float) -> None:
         """Copy the trace's times (and prefix-cache hit) for this request into its output's metrics."""
@@ -209,10 +236,10 @@ class LLMEngine:
         if rec.token_times:
             m.last_token_time = rec.token_times[-1]
 
-    @staticmethod
-    def _finish(ro: RequestOutput, finish_reason: str | None, stop_reason: int | str | None, now: float) -> None:
+    def _finish(self, ro: RequestOutput, finish_reason: str | None, stop_reason: int | str | None, now: float) -> None:
         completion = ro.outputs[0]
         ro.finished, completion.finish_reason, completion.stop_reason = True, finish_reason, stop_reason
+        self._stop_checkers.pop(ro.request_id, None)
         if ro.metrics is not None:
             ro.metrics.finished_time = now
 

@@ -216,7 +216,7 @@ UNSUPPORTED = {  # field -> (is it set to something minivllm cannot do?, why)
     "presence_penalty": (lambda v: v != 0.0, "presence_penalty is not supported (must be 0)"),
     "frequency_penalty": (lambda v: v != 0.0, "frequency_penalty is not supported (must be 0)"),
     "logit_bias": (lambda v: bool(v), "logit_bias is not supported"),
-    "stop": (lambda v: bool(v), "stop strings are not supported; use stop_token_ids"),
+    "stop": (lambda v: bool(v), "stop strings are not supported by the server (LLM has them); use stop_token_ids"),
     "tools": (lambda v: bool(v), "tools are not supported"),
 }
 
