@@ -217,6 +217,7 @@ class LLMEngine:
         assert isinstance(text, str)
         hit = self._stop_checkers[o.request_id].check(text)
         if hit is None:
+            completion.text = text  # the text so far, as vLLM's cumulative output has it (the server streams it)
             return False
         completion.text, stop = hit
         if not o.finished:

@@ -61,6 +61,10 @@ class _Stream:
     loop: asyncio.AbstractEventLoop
     detokenizer: IncrementalDetokenizer
     num_sent: int = 0
+    # With stop strings the text comes from the engine's check (cut at a stop string), and the last
+    # stop_hold characters wait until no stop string can begin in them (vLLM's detokenizer holds them back too).
+    stop_hold: int | None = None
+    num_chars_sent: int = 0
 
     def put(self, delta: Delta) -> None:
         try:
@@ -152,6 +156,8 @@ class AsyncEngine:
         self._check_alive()
         arrival = time.perf_counter() - self.clock_offset
         stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), IncrementalDetokenizer(self.engine.tokenizer))
+        if params.stop:
+            stream.stop_hold = 0 if params.include_stop_str_in_output else max(len(s) for s in params.stop) - 1
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._inbox.put(_Command("add", (request_id, prompt_token_ids, params, priority, arrival, stream), future))
         finished = False
@@ -253,7 +259,10 @@ class AsyncEngine:
         completion = out.outputs[0]
         new_ids = completion.token_ids[stream.num_sent :]
         stream.num_sent = len(completion.token_ids)
-        text = stream.detokenizer.update(new_ids, finished=out.finished)
+        if stream.stop_hold is None:
+            text = stream.detokenizer.update(new_ids, finished=out.finished)
+        else:
+            text = self._stop_string_text(stream, completion.text, out.finished)
         # An abort the engine decided (a failed step, a grammar that failed) carries its reason.
         reason = completion.stop_reason
         error = reason if completion.finish_reason == "abort" and isinstance(reason, str) else None
@@ -261,6 +270,17 @@ class AsyncEngine:
         if out.finished:
             del self._streams[out.request_id]
             self.engine.pop_output(out.request_id)
+
+    @staticmethod
+    def _stop_string_text(stream: _Stream, full: str, finished: bool) -> str:
+        """The new text of a request with stop strings: ``full`` is the engine's decode so far (cut at the stop
+        string once one is found). Until it finishes, the last ``stop_hold`` characters and a half-decoded
+        character at the end (U+FFFD) are held back."""
+        end = len(full)
+        if not finished:
+            end = max(stream.num_chars_sent, len(full.rstrip("\ufffd")) - (stream.stop_hold or 0))
+        text, stream.num_chars_sent = full[stream.num_chars_sent : end], end
+        return text
 
     def _fail_all(self, message: str) -> None:
         for request_id, stream in list(self._streams.items()):

@@ -4,7 +4,7 @@ Mirrors ``vllm/entrypoints/openai/protocol.py`` (CompletionRequest, ChatCompleti
 and the input checks of ``vllm/entrypoints/openai/serving_engine.py`` (``_validate_input``): the
 fields minivllm serves, vLLM's extra fields (``top_k``, ``ignore_eos``, ``min_tokens``,
 ``stop_token_ids``, ``guided_choice``), and a 4xx naming the field for everything it does not serve
-(``n > 1``, ``best_of``, ``logprobs``, ``echo``, ``suffix``, penalties, ``logit_bias``, ``stop`` strings,
+(``n > 1``, ``best_of``, ``logprobs``, ``echo``, ``suffix``, penalties, ``logit_bias``,
 tools). Integer fields are strict (JSON ``true`` is not 1, ``2.0`` is not 2), numbers must be finite
 (Python's JSON parser reads ``NaN`` and ``Infinity``), text must be valid Unicode (no lone surrogates).
 Unknown fields are accepted and logged as ignored, as vLLM does (``OpenAIBaseModel``'s
@@ -117,6 +117,7 @@ class _SamplingFields(BaseModel):
     stop_token_ids: list[StrictInt] | None = None
     priority: StrictInt = 0
     guided_choice: list[str] | None = None  # SamplingParams bounds its size
+    include_stop_str_in_output: StrictBool = False
 
     @field_validator("guided_choice")
     @classmethod
@@ -216,7 +217,6 @@ UNSUPPORTED = {  # field -> (is it set to something minivllm cannot do?, why)
     "presence_penalty": (lambda v: v != 0.0, "presence_penalty is not supported (must be 0)"),
     "frequency_penalty": (lambda v: v != 0.0, "frequency_penalty is not supported (must be 0)"),
     "logit_bias": (lambda v: bool(v), "logit_bias is not supported"),
-    "stop": (lambda v: bool(v), "stop strings are not supported by the server (LLM has them); use stop_token_ids"),
     "tools": (lambda v: bool(v), "tools are not supported"),
 }
 
@@ -297,8 +297,13 @@ def build_sampling_params(
             f"the completion). Please reduce the length of the {prompt_field} or completion.",
             field,
         )
-    kwargs: dict[str, Any] = dict(max_tokens=max_tokens, ignore_eos=req.ignore_eos, min_tokens=req.min_tokens)
-    for name in ("temperature", "top_p", "top_k", "seed", "stop_token_ids", "guided_choice"):
+    kwargs: dict[str, Any] = dict(
+        max_tokens=max_tokens,
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+    )
+    for name in ("temperature", "top_p", "top_k", "seed", "stop_token_ids", "guided_choice", "stop"):
         if getattr(req, name) is not None:
             kwargs[name] = getattr(req, name)
     try:
