@@ -191,41 +191,38 @@ class LLMEngine:
             return self._recover(out, e)
         end = self.clock.now()
         core = self.scheduler.update_from_output(out, result)
-        stopped = set()
+        decoded = set()  # requests with stop strings: their text was just decoded (and cut, if one stopped)
         for o in core.outputs:
             self._outputs[o.request_id].outputs[0].token_ids.extend(o.new_token_ids)
-            if o.request_id in self._stop_checkers and self._check_stop_strings(o):
-                stopped.add(o.request_id)
+            if o.request_id in self._stop_checkers:
+                self._check_stop_strings(o)
+                decoded.add(o.request_id)
         self.trace.record_step(out, core, start, end, self._block_snapshot() if self.record_block_pool else None)
         changed = []
         for o in core.outputs:
             ro = self._outputs[o.request_id]
-            self._update_metrics(ro, end)
+            self._update_metrics(ro)
             if o.finished:
                 self._finish(ro, o.finish_reason, o.stop_reason, end)
-                if o.request_id not in stopped:  # a stop string's output keeps its cut text
+                if o.request_id not in decoded:
                     self.detokenize(ro)
             changed.append(ro)
         return changed
 
-    def _check_stop_strings(self, o: Any) -> bool:
-        """Decode the request's text; if it now holds a stop string, cut the text there and finish the request
-        ("stop", the string), as vLLM's output processor has the engine core do. True if it stopped."""
-        assert self.tokenizer is not None  # add_request refuses stop strings without one
-        completion = self._outputs[o.request_id].outputs[0]
-        text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
-        assert isinstance(text, str)
-        hit = self._stop_checkers[o.request_id].check(text)
+    def _check_stop_strings(self, o: Any) -> None:
+        """Decode the request's text (the text so far, as vLLM's cumulative output has it: the server streams it);
+        if it now holds a stop string, cut the text there and finish the request ("stop", the string), as vLLM's
+        output processor has the engine core do."""
+        ro = self._outputs[o.request_id]
+        hit = self._stop_checkers[o.request_id].check(self.detokenize(ro))
         if hit is None:
-            completion.text = text  # the text so far, as vLLM's cumulative output has it (the server streams it)
-            return False
-        completion.text, stop = hit
+            return
+        ro.outputs[0].text, stop = hit
         if not o.finished:
             self.scheduler.finish_requests(o.request_id, RequestStatus.FINISHED_STOPPED)
         o.finish_reason, o.stop_reason = "stop", stop
-        return True
 
-    def _update_metrics(self, ro: RequestOutput, now: float) -> None:
+    def _update_metrics(self, ro: RequestOutput) -> None:
         """Copy the trace's times (and prefix-cache hit) for this request into its output's metrics."""
         rec, m = self.trace.requests.get(ro.request_id), ro.metrics
         if rec is None or m is None:
@@ -276,7 +273,7 @@ class LLMEngine:
 
     def detokenize(self, output: RequestOutput) -> str:
         """Set and return ``output.outputs[0].text`` (empty without a tokenizer); done for every finished
-        request."""
+        request, and after every step for a request with stop strings (add_request needs a tokenizer for them)."""
         if self.tokenizer is None:
             return ""
         completion = output.outputs[0]

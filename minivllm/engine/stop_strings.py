@@ -42,3 +42,11 @@ def checker_for(params: Any) -> StopStringChecker | None:
     if not params.stop:
         return None
     return StopStringChecker(list(params.stop), params.include_stop_str_in_output)
+
+
+def hold_back(params: Any) -> int | None:
+    """How many characters at the end of a streamed text must wait (they may be the start of a stop string):
+    the longest stop string less one, 0 when the stop string is kept in the output; None without stop strings."""
+    if not params.stop:
+        return None
+    return 0 if params.include_stop_str_in_output else max(len(s) for s in params.stop) - 1

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minivllm.engine.llm_engine import LLMEngine
+from minivllm.engine.stop_strings import hold_back
 from minivllm.entrypoints.detokenizer import IncrementalDetokenizer
 from minivllm.entrypoints.state_snapshot import StateSnapshots
 from minivllm.outputs import RequestOutput
@@ -156,8 +157,7 @@ class AsyncEngine:
         self._check_alive()
         arrival = time.perf_counter() - self.clock_offset
         stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), IncrementalDetokenizer(self.engine.tokenizer))
-        if params.stop:
-            stream.stop_hold = 0 if params.include_stop_str_in_output else max(len(s) for s in params.stop) - 1
+        stream.stop_hold = hold_back(params)
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._inbox.put(_Command("add", (request_id, prompt_token_ids, params, priority, arrival, stream), future))
         finished = False
@@ -278,7 +278,8 @@ class AsyncEngine:
         character at the end (U+FFFD) are held back."""
         end = len(full)
         if not finished:
-            end = max(stream.num_chars_sent, len(full.rstrip("\ufffd")) - (stream.stop_hold or 0))
+            assert stream.stop_hold is not None  # only streams with stop strings come here
+            end = max(stream.num_chars_sent, len(full.rstrip("\ufffd")) - stream.stop_hold)
         text, stream.num_chars_sent = full[stream.num_chars_sent : end], end
         return text
 
