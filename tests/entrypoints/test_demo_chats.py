@@ -11,15 +11,14 @@ import httpx
 import pytest
 
 from minivllm.entrypoints.demo_chats import MAX_DEMO_CHATS
-from tests.helpers.server import running_server, stream, wait_idle
+from tests.helpers.server import TINY_SERVER_FLAGS, running_server, stream, wait_idle
 
-FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "64", "--max-num-seqs", "16")
 QUESTIONS = ["the cat sat on the mat", "hello world, the dog", "the dog ran far"]
 
 
 @pytest.fixture(scope="module")
 def server(tiny_qwen2):
-    with running_server(tiny_qwen2, *FLAGS) as srv:
+    with running_server(tiny_qwen2, *TINY_SERVER_FLAGS) as srv:
         yield srv
 
 

@@ -16,9 +16,8 @@ openai = pytest.importorskip("openai")
 
 from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE  # noqa: E402
 from tests.helpers.hf_reference import hf_greedy  # noqa: E402
-from tests.helpers.server import running_server, trace_of, wait_idle  # noqa: E402
+from tests.helpers.server import TINY_SERVER_FLAGS, running_server, trace_of, wait_idle  # noqa: E402
 
-FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "64", "--max-num-seqs", "16")
 PROMPT = "the cat"  # prompts whose greedy continuations vary (many prompts make the tiny model repeat one token)
 PROMPTS = ["world", "hello world", "ran far", "cat"]
 IDS = [1, 2, 3]
@@ -29,7 +28,7 @@ EOS = 2  # the tiny models' eos_token_id
 
 @pytest.fixture(scope="module")
 def server(tiny_qwen2):
-    with running_server(tiny_qwen2, *FLAGS) as srv:
+    with running_server(tiny_qwen2, *TINY_SERVER_FLAGS) as srv:
         yield srv
 
 

@@ -11,15 +11,14 @@ import pytest
 
 from minivllm.entrypoints.serving import FALLBACK_CHAT_TEMPLATE
 from minivllm.sampling_params import SamplingParams
-from tests.helpers.server import running_server, stream, trace_of, wait_idle
+from tests.helpers.server import TINY_SERVER_FLAGS, running_server, stream, trace_of, wait_idle
 
-FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "64", "--max-num-seqs", "16")
 PROMPTS = ["the cat sat on the mat", "hello world, the dog", "the dog ran far and the cat", "world"]
 
 
 @pytest.fixture(scope="module")
 def server(tiny_qwen2):
-    with running_server(tiny_qwen2, *FLAGS) as srv:
+    with running_server(tiny_qwen2, *TINY_SERVER_FLAGS) as srv:
         yield srv
 
 

@@ -17,6 +17,12 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 
+# The loopback server most HTTP tests run (the tiny models): room for 16 requests in 128 blocks, a 64-token budget.
+TINY_SERVER_FLAGS = (
+    "--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "64", "--max-num-seqs", "16",
+)  # fmt: skip
+
+
 @dataclass
 class Server:
     base_url: str
