@@ -308,7 +308,7 @@ async function sendRag() {
 // prefilled (its arrival to its first token), the longest and the p99 gap any chat saw between two of its
 // tokens (or before its first one), and the RAG prompt's TTFT. The rows stay on screen for the comparison.
 async function addRun(settings, numTokens, ragId, chatIdsBefore) {
-  await new Promise((r) => setTimeout(r, 300)); // the chats' tokens after the prefill, for the gap that spans it
+  await sleep(300); // the chats' tokens after the prefill, for the gap that spans it
   const chats = demo.streams.filter((s) => s.kind === "chat");
   const perChat = chats.map((s, i) => s.ids.slice(Math.max(0, chatIdsBefore[i] - 1)));
   const ids = perChat.flat();
@@ -415,7 +415,6 @@ async function pollState() {
     const st = await api("/admin/state?last_steps=20");
     const last = st.steps[st.steps.length - 1];
     const inStep = st.step_started === null ? 0 : st.now - st.step_started;
-    demo.stepRunningFor = inStep;
     showScheduling(st.scheduling); // another tab (or curl) may have changed them
     const step = inStep > WAIT_WARN_S ? `a step has been running for ${inStep.toFixed(1)} s`
       : last ? `step ${last.step}: ${last.prefill_tokens} prefill + ${last.decode_tokens} decode tokens in `
