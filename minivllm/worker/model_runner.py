@@ -30,6 +30,7 @@ from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer
 from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
+from minivllm.worker.device_memory import CudaMemory, DeviceMemory, profile_memory
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 R = TypeVar("R")
@@ -77,8 +78,9 @@ class ModelRunner:
         self.eos_token_id = self.loaded.eos_token_id
         self.vocab_size = self.arch.vocab_size
         self.max_position_embeddings = self.arch.max_position_embeddings
-        device = self.device
-        self.clock = WallClock(lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else WallClock()
+        # CUDA's memory calls; None on CPU. A test may set a stand-in to run the CUDA sizing on a CPU.
+        self.device_memory: DeviceMemory | None = CudaMemory(self.device) if self.device.type == "cuda" else None
+        self.clock = WallClock(self.device_memory.synchronize) if self.device_memory is not None else WallClock()
         self.cpu_gemm = resolve_cpu_gemm(mc.cpu_gemm, self.device, self.dtype)
         set_cpu_gemm(self.model, self.cpu_gemm)
         if self.device.type == "cpu":
@@ -112,21 +114,22 @@ class ModelRunner:
         cc = self.config.cache_config
         if cc.num_gpu_blocks is not None:
             return cc.num_gpu_blocks
-        if self.device.type != "cuda":
+        if self.device_memory is None:
             budget = cc.kv_cache_memory_bytes or DEFAULT_CPU_KV_CACHE_BYTES
+            how, raise_it = f"kv_cache_memory_bytes={budget}", "raise kv_cache_memory_bytes"
         else:
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.profile_run()
-            free, total = torch.cuda.mem_get_info(self.device)
-            peak = torch.cuda.max_memory_allocated(self.device)
-            used_by_others = total - free - torch.cuda.memory_allocated(self.device)
-            budget = int(total * cc.gpu_memory_utilization) - peak - used_by_others
+            prof = profile_memory(self.device_memory, self.profile_run)
+            budget = prof.kv_cache_budget(cc.gpu_memory_utilization)
+            how = (
+                f"gpu_memory_utilization={cc.gpu_memory_utilization} of {prof.total} bytes, minus the profiling "
+                f"run's peak {prof.torch_peak} and {prof.non_torch} bytes torch did not allocate"
+            )
+            raise_it = "raise gpu_memory_utilization, lower max_num_batched_tokens (the activation peak)"
         num_blocks = budget // self.block_bytes
         if num_blocks < 2:
             raise ValueError(
-                f"The KV cache budget ({budget} bytes) holds {num_blocks} blocks of {self.block_bytes} bytes; "
-                "at least 2 are needed. Raise kv_cache_memory_bytes / gpu_memory_utilization or lower block_size."
+                f"The KV cache budget ({budget} bytes: {how}) holds {max(num_blocks, 0)} blocks of "
+                f"{self.block_bytes} bytes; at least 2 are needed: {raise_it}, or lower block_size."
             )
         return int(num_blocks)
 
@@ -136,9 +139,9 @@ class ModelRunner:
         a = self.arch
         shape = (a.num_layers, 2, num_blocks, self.block_size, a.num_kv_heads, a.head_dim)
         asked = num_blocks * self.block_bytes
-        on_cuda = self.device.type == "cuda"
-        if on_cuda:
-            available = torch.cuda.mem_get_info(self.device)[1]
+        on_cuda = self.device_memory is not None
+        if self.device_memory is not None:
+            available = self.device_memory.mem_get_info()[1]
         else:
             available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         problem = f"more than the device's {available} bytes in all" if asked > available else ""
