@@ -10,6 +10,7 @@ tokens each) and prints measured time, the roofline bound and their ratio.
 from __future__ import annotations
 
 import argparse
+import json
 
 import torch
 
@@ -50,7 +51,7 @@ def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype
     return times[len(times) // 2]
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m minivllm.benchmarks.decode_roofline")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="memory bandwidth, GB/s")
+    parser.add_argument("--output-json", help="also write the rows (and the model's bytes) to this file")
     args = parser.parse_args(argv)
     args.dtype = resolve_auto_dtype(args.dtype, torch.device(args.device).type)
 
@@ -74,10 +76,21 @@ def main(argv: list[str] | None = None) -> None:
         f"KV {kv_per_token / 1e3:.1f} kB/token, bandwidth {args.bandwidth_gbs:.0f} GB/s"
     )
     print(f"{'batch':>6} {'measured ms':>12} {'roofline ms':>12} {'ratio':>7}")
+    rows = []
     for batch in args.batches:
         t = decode_step_time(loaded, batch, args.context, args.steps, args.device, args.dtype)
         bound = (weight_bytes + batch * (args.context + 1) * kv_per_token) / (args.bandwidth_gbs * 1e9)
         print(f"{batch:>6} {t * 1e3:>12.2f} {bound * 1e3:>12.3f} {t / bound:>7.1f}")
+        rows.append({"batch": batch, "measured_ms": t * 1e3, "roofline_ms": bound * 1e3, "ratio": t / bound})
+    result = {
+        "model": args.model, "device": args.device, "dtype": args.dtype, "context": args.context,
+        "weight_bytes": weight_bytes, "kv_bytes_per_token": kv_per_token, "bandwidth_gbs": args.bandwidth_gbs,
+        "rows": rows,
+    }  # fmt: skip
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
 
 
 if __name__ == "__main__":

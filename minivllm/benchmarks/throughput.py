@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--same-process", action="store_true", help="run every engine in this process")
     parser.add_argument("--profile", action="store_true", help="operator time of one prompt and one decode step")
     parser.add_argument("--ablate-cpu-gemm", action="store_true", help="also run minivllm with cpu_gemm=torch")
+    parser.add_argument("--output-json", help="also write one row per engine (seconds, tok/s, outputs) here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine, write JSON
     parser.add_argument("--worker-opts", help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'engine':34} {'seconds':>8} {'output tok/s':>13} {'total tok/s':>12} {'minivllm speed-up':>18}  outputs")
     if "hf-generate-batch" in res:  # its first call, which also builds the manager, gets a row of its own
         res["hf-generate-batch-first"] = res["hf-generate-batch"].pop("first")
-    result = {}
+    result, rows = {}, []
     for kind, r in res.items():
         t = r["seconds"]
         note = "reference" if kind == "minivllm" else agreement(r["outputs"], mini["outputs"])
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None) -> dict:
             f"{t / mini['seconds']:>17.2f}x  {note}"
         )
         result[names[kind]] = t
+        rows.append({"engine": names[kind], "seconds": t, "output_tok_s": total_out / t,
+                     "minivllm_speedup": t / mini["seconds"], "outputs": note,
+                     "identical_to_minivllm": sum(x == y for x, y in zip(r["outputs"], mini["outputs"]))})  # fmt: skip
     print(
         f"minivllm: {split['num_steps']} steps; with prompt tokens: {split['prompt_steps']} "
         f"({split['prompt_steps_s']:.2f} s), pure decode: {split['num_steps'] - split['prompt_steps']} "
@@ -261,6 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
         ranked = sorted(groups.items(), key=lambda x: -x[1])
         parts = ", ".join(f"{g} {ms:.0f} ms ({ms / total:.0%})" for g, ms in ranked)
         print(f"  {label}: {total:.0f} ms of operators: {parts}")
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump({"options": opts, "num_prompt_tokens": total_in, "rows": rows, "split": split}, f, indent=1)
     return result
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from minivllm.benchmarks.throughput import main
 
 SMALL = ["--num-prompts", "3", "--min-prompt", "8", "--max-prompt", "40", "--output-len", "5"]
@@ -20,8 +22,12 @@ def test_same_process_with_profile_and_ablation(tiny_qwen2, capsys):
     assert "first prompt step:" in out and "a decode step:" in out and "linear layers (GEMM)" in out
 
 
-def test_fresh_process_per_engine(tiny_qwen2, capsys):
-    result = main(["--model", tiny_qwen2, *SMALL, "--skip-generate-batch"])
+def test_fresh_process_per_engine(tiny_qwen2, capsys, tmp_path):
+    report = tmp_path / "throughput.json"
+    result = main(["--model", tiny_qwen2, *SMALL, "--skip-generate-batch", "--output-json", str(report)])
     out = capsys.readouterr().out
     assert list(result) == ["minivllm", "HF generate, static batches of 8"]
     assert "a fresh process each" in out and "3/3 outputs identical" in out
+    rows = json.loads(report.read_text())["rows"]  # what tests/gpu/run.sh reports
+    assert [(r["engine"], r["identical_to_minivllm"]) for r in rows] == [(e, 3) for e in result]
+    assert [r["seconds"] for r in rows] == list(result.values())
