@@ -18,6 +18,16 @@ from minivllm.cli.engine_args import build_engine
 from minivllm.config import resolve_auto_dtype
 from minivllm.sampling_params import SamplingParams
 
+PEAK_BANDWIDTH_GBS = {  # published HBM/GDDR peak per device name substring, GB/s (first match wins)
+    "H200": 4800.0, "H100 PCIe": 2000.0, "H100": 3350.0, "A100-SXM4-80GB": 2039.0, "A100": 1555.0,
+    "L40": 864.0, "A10": 600.0, "L4": 300.0, "T4": 320.0,
+}  # fmt: skip
+
+
+def peak_bandwidth_gbs(device_name: str) -> float | None:
+    """The device's published memory bandwidth in GB/s, or None when it is not in the table."""
+    return next((v for k, v in PEAK_BANDWIDTH_GBS.items() if k in device_name), None)
+
 
 def decode_step_time(loaded, batch: int, context: int, steps: int, device, dtype) -> float:
     budget = max(2048, batch)
@@ -59,10 +69,27 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="memory bandwidth, GB/s")
+    parser.add_argument(
+        "--bandwidth-gbs", default="auto", help="memory bandwidth, GB/s (auto: the CUDA device's published peak)"
+    )
     parser.add_argument("--output-json", help="also write the rows (and the model's bytes) to this file")
     args = parser.parse_args(argv)
     args.dtype = resolve_auto_dtype(args.dtype, torch.device(args.device).type)
+    if args.bandwidth_gbs == "auto":
+        name = torch.cuda.get_device_name(torch.device(args.device)) if torch.device(args.device).type == "cuda" else ""
+        bandwidth = peak_bandwidth_gbs(name)
+        if bandwidth is None:
+            parser.error(
+                f"--bandwidth-gbs auto: no published bandwidth for device {name or args.device!r}; give a number"
+            )
+        args.bandwidth_gbs = bandwidth
+    else:
+        try:
+            args.bandwidth_gbs = float(args.bandwidth_gbs)
+        except ValueError:
+            parser.error(f"--bandwidth-gbs must be a number of GB/s or 'auto', got {args.bandwidth_gbs!r}")
+        if not args.bandwidth_gbs > 0:
+            parser.error(f"--bandwidth-gbs must be > 0, got {args.bandwidth_gbs}")
 
     from minivllm.model.loader import load_model
 
