@@ -78,9 +78,10 @@ class ModelRunner:
         self.eos_token_id = self.loaded.eos_token_id
         self.vocab_size = self.arch.vocab_size
         self.max_position_embeddings = self.arch.max_position_embeddings
-        # CUDA's memory calls; None on CPU. A test may set a stand-in to run the CUDA sizing on a CPU.
+        # CUDA's memory calls; None on CPU. A test may set a stand-in to run the CUDA branches on a CPU: the
+        # KV sizing, the allocation check, and the clock's synchronise before each reading.
         self.device_memory: DeviceMemory | None = CudaMemory(self.device) if self.device.type == "cuda" else None
-        self.clock = WallClock(self.device_memory.synchronize) if self.device_memory is not None else WallClock()
+        self.clock = WallClock(self._synchronize)
         self.cpu_gemm = resolve_cpu_gemm(mc.cpu_gemm, self.device, self.dtype)
         set_cpu_gemm(self.model, self.cpu_gemm)
         if self.device.type == "cpu":
@@ -100,6 +101,10 @@ class ModelRunner:
             if spec.num_speculative_tokens > 0
             else None
         )
+
+    def _synchronize(self) -> None:
+        if self.device_memory is not None:  # queued kernels finish before the clock is read
+            self.device_memory.synchronize()
 
     # ------------------------------------------------------------------ KV cache
     @property

@@ -60,6 +60,7 @@ def test_engine_sizes_its_kv_cache_from_gpu_memory_utilization(tiny):
     assert engine.config.cache_config.num_gpu_blocks == expected
     assert engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks == expected
     assert forwards == [96]  # one warm-up forward over the full token budget, before any request
+    mem.calls.clear()
     # The cache it sized serves requests: greedy tokens equal HF's.
     prompts = make_prompts(tiny.arch.vocab_size, [9, 40], shared=16)
     for i, p in enumerate(prompts):
@@ -67,6 +68,7 @@ def test_engine_sizes_its_kv_cache_from_gpu_memory_utilization(tiny):
     while engine.has_unfinished_requests():
         engine.step()
     assert [engine.outputs[str(i)].outputs[0].token_ids for i in range(2)] == hf_greedy(tiny.hf_folder, prompts, 5)
+    assert mem.calls.count("synchronize") >= 2 * len(engine.trace.steps)  # the clock waits for the device
 
 
 def test_too_little_memory_names_gpu_memory_utilization(tiny):
