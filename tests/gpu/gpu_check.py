@@ -105,7 +105,7 @@ ROWS = {  # one line from each benchmark's JSON rows
         f"batch {r['batch']}: {r['measured_ms']:.2f} ms = {r['ratio']:.1f}x roofline" for r in rows
     ),
     "host_overhead": lambda rows: "; ".join(
-        f"batch {r['batch']}: {r['total']:.2f} ms/step, {r['host_pct']:.0f}% host" for r in rows
+        f"batch {r['batch']}: {r['total_ms']:.2f} ms/step, {r['host_pct']:.0f}% host" for r in rows
     ),
 }
 
@@ -135,7 +135,7 @@ def run_section(s: Section, out: Path, gpu: bool) -> None:
             s.summary, s.data = junit_summary(s.junit)
         elif s.json_out and Path(s.json_out).exists():
             s.data = json.loads(Path(s.json_out).read_text())
-            s.summary = ROWS[s.name](s.data["rows"])
+            s.summary = ROWS[s.name](s.data["rows"] if isinstance(s.data, dict) else s.data)
         elif s.name == "instructor" and (nb := out / "11_instructor_gpu.executed.ipynb").exists():
             s.summary, s.data = notebook_summary(nb)
     except (OSError, ValueError, AssertionError, ET.ParseError) as e:  # a broken result file is a failure too
