@@ -25,9 +25,11 @@ def save_tiny_tokenizer(folder: str) -> None:
     fast.save_pretrained(folder)
 
 
-def save_tiny_model(folder: str, kind: str, dtype: torch.dtype = torch.float32) -> str:
+def save_tiny_model(
+    folder: str, kind: str, dtype: torch.dtype = torch.float32, max_position_embeddings: int = 256
+) -> str:
     """Random HF model saved to ``folder``: "qwen2" (qkv bias, untied), "llama" (tied, llama3 rope) or
-    "mistral" (head_dim 24 != hidden / heads)."""
+    "mistral" (head_dim 24 != hidden / heads). ``max_position_embeddings`` changes no weight."""
     from transformers import LlamaConfig, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
     from transformers import LlamaForCausalLM as HFLlama
 
@@ -38,7 +40,7 @@ def save_tiny_model(folder: str, kind: str, dtype: torch.dtype = torch.float32) 
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=256,
+        max_position_embeddings=max_position_embeddings,
         rms_norm_eps=1e-6,
         eos_token_id=2,
         bos_token_id=1,
