@@ -10,39 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from minivllm.config import EngineConfig
-from minivllm.engine.llm_engine import LLMEngine
 from minivllm.model.loader import load_model
-from minivllm.sampling_params import SamplingParams
-from minivllm.worker.model_runner import ModelRunner
+from tests.helpers.engine_runs import run_engine
 from tests.helpers.hf_reference import hf_greedy, make_prompts
 
 NEW_TOKENS = 12
-
-
-def run_engine(loaded, prompts, *, block_size=16, num_gpu_blocks=400, stagger=False, **sched):
-    sched.setdefault("max_num_seqs", 8)
-    sched.setdefault("max_model_len", min(1024, loaded.arch.max_position_embeddings))
-    config = EngineConfig.from_kwargs(
-        model=loaded.hf_folder,
-        dtype="float32",
-        device="cpu",
-        block_size=block_size,
-        num_gpu_blocks=num_gpu_blocks,
-        **sched,
-    )
-    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
-    params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
-    pending = list(enumerate(prompts))
-    while pending or engine.has_unfinished_requests():
-        # stagger=True: one new request every 3 steps, so prompts land among decodes.
-        while pending and (not stagger or len(engine.trace.steps) >= 3 * pending[0][0]):
-            i, p = pending.pop(0)
-            engine.add_request(str(i), p, params)
-        engine.step()
-    pool = engine.scheduler.kv_cache_manager.block_pool
-    assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1  # nothing leaked
-    return [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], engine.trace
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +55,7 @@ SCENARIOS = {
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_smollm2_greedy_equals_hf(smollm2_case, name):
     loaded, prompts, expected = smollm2_case
-    got, trace = run_engine(loaded, prompts, **SCENARIOS[name])
+    got, trace = run_engine(loaded, prompts, NEW_TOKENS, **SCENARIOS[name])
     assert got == expected
     hits = sum(sum(s.prefix_cache_hit_tokens.values()) for s in trace.steps)
     preemptions = sum(len(s.preempted) for s in trace.steps)
@@ -102,7 +74,7 @@ def test_fully_cached_prompt_equals_hf(smollm2_case):
     loaded, prompts, expected = smollm2_case
     prompt = prompts[0][:128]  # exactly 8 blocks of 16
     (ref,) = hf_greedy(loaded.hf_folder, [prompt], NEW_TOKENS)
-    got, trace = run_engine(loaded, [prompt, prompt], max_num_batched_tokens=256, stagger=True)
+    got, trace = run_engine(loaded, [prompt, prompt], NEW_TOKENS, max_num_batched_tokens=256, stagger=True)
     assert got == [ref, ref]
     assert trace.requests["1"].num_cached_tokens == 112  # 7 of 8 blocks: the last-token rule
 
@@ -117,5 +89,5 @@ def qwen2_case(tiny_qwen2):
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_tiny_qwen2_greedy_equals_hf(qwen2_case, name):
     loaded, prompts, expected = qwen2_case
-    got, _ = run_engine(loaded, prompts, **SCENARIOS[name])
+    got, _ = run_engine(loaded, prompts, NEW_TOKENS, **SCENARIOS[name])
     assert got == expected
