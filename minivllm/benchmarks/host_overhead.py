@@ -51,6 +51,9 @@ from minivllm.sampling_params import SamplingParams
 
 PARTS = ("schedule", "input_prep", "model", "sampling", "update", "other")
 WARMUP_STEPS = 3
+# "wall": elapsed time. "thread": this thread's CPU time, which leaves out the time another process held the
+# core: steadier on a shared machine, but only meaningful on CPU with --threads 1 (no GPU waits, no helpers).
+CLOCKS: dict[str, Callable[[], int]] = {"wall": time.perf_counter_ns, "thread": time.thread_time_ns}
 BUDGET = 4096  # tokens per step while filling (the first requests decode while the last ones prefill)
 
 
@@ -78,8 +81,8 @@ class Row:
 class StepTimer:
     """Exclusive time per part: wrapped calls nest, and a call's time is taken out of its caller's part."""
 
-    def __init__(self, sync: Callable[[], None] | None = None) -> None:
-        self.sync = sync
+    def __init__(self, sync: Callable[[], None] | None = None, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.sync, self.clock = sync, clock
         self.times: dict[str, int] = dict.fromkeys(PARTS, 0)  # ns in the current step ("other": measure's)
         self._stack: list[int] = []  # ns spent in timed children of each open call
 
@@ -89,14 +92,14 @@ class StepTimer:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             self._stack.append(0)
-            t0 = time.perf_counter_ns()
+            t0 = self.clock()
             try:
                 result = method(*args, **kwargs)
                 if sync and self.sync is not None:
                     self.sync()
                 return result
             finally:
-                elapsed = time.perf_counter_ns() - t0
+                elapsed = self.clock() - t0
                 children = self._stack.pop()
                 self.times[part] += elapsed - children
                 if self._stack:
@@ -108,12 +111,12 @@ class StepTimer:
         self.times = dict.fromkeys(PARTS, 0)
 
 
-def instrument(engine: LLMEngine) -> StepTimer:
+def instrument(engine: LLMEngine, clock: Callable[[], int] = time.perf_counter_ns) -> StepTimer:
     """Wrap the engine's, scheduler's and runner's methods that make up one step (the runner must be the
     real ``ModelRunner``)."""
     runner: Any = engine.model_runner
     device = runner.device
-    timer = StepTimer((lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None)
+    timer = StepTimer((lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None, clock)
     timer.wrap(engine.scheduler, "schedule", "schedule")
     timer.wrap(runner, "execute_model", "input_prep")
     timer.wrap(runner.attn_backend, "prepare", "input_prep")
@@ -145,8 +148,8 @@ def make_engine(loaded: Any, batch: int, context: int, steps: int, device: str, 
     return engine
 
 
-def measure(engine: LLMEngine, batch: int, context: int, steps: int, seed: int = 0) -> Row:
-    """Fill with ``batch`` requests, run until all decode, time ``steps`` pure decode steps."""
+def measure(engine: LLMEngine, batch: int, context: int, steps: int, clock: str = "wall", seed: int = 0) -> Row:
+    """Fill with ``batch`` requests, run until all decode, time ``steps`` pure decode steps on ``clock``."""
     vocab = engine.vocab_size or 1000
     g = torch.Generator().manual_seed(seed)
     params = SamplingParams(max_tokens=max_new_tokens(batch, context, steps), temperature=0.0, ignore_eos=True)
@@ -156,13 +159,14 @@ def measure(engine: LLMEngine, batch: int, context: int, steps: int, seed: int =
         engine.step()
     for _ in range(WARMUP_STEPS):
         engine.step()
-    timer = instrument(engine)
+    now = CLOCKS[clock]
+    timer = instrument(engine, now)
     per_step: list[dict[str, int]] = []
     for _ in range(steps):
         timer.reset()
-        t0 = time.perf_counter_ns()
+        t0 = now()
         engine.step()
-        total = time.perf_counter_ns() - t0
+        total = now() - t0
         assert _pure_decode(engine, batch), "a timed step was not a pure decode step of the whole batch"
         times = dict(timer.times)
         times["other"] = total - sum(times[p] for p in PARTS if p != "other")
@@ -198,6 +202,7 @@ def run(
     context: int = 128,
     steps: int = 30,
     loaded: Any = None,
+    clock: str = "wall",
 ) -> list[Row]:
     """One Row per batch size, each on a fresh engine (the loaded model is shared)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -205,7 +210,7 @@ def run(
         rows = []
         for batch in batches:
             engine = make_engine(loaded, batch, context, steps, device, dtype)
-            rows.append(measure(engine, batch, context, steps))
+            rows.append(measure(engine, batch, context, steps, clock))
             del engine
     return rows
 
@@ -229,12 +234,19 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--context", type=int, default=128, help="prompt tokens per request")
     ap.add_argument("--steps", type=int, default=30, help="timed decode steps per batch size")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1: no OpenMP waits on a busy box)")
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="thread: CPU time of this thread")
     ap.add_argument("--output-json", default=None)
     args = ap.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    rows = run(args.model, args.num_layers, args.device, args.dtype, tuple(args.batches), args.context, args.steps)
-    print(f"ms per decode step (median of {args.steps}), device {args.device}, {torch.get_num_threads()} CPU threads")
+    batches = tuple(args.batches)
+    rows = run(
+        args.model, args.num_layers, args.device, args.dtype, batches, args.context, args.steps, clock=args.clock
+    )
+    threads = torch.get_num_threads()
+    print(
+        f"ms per decode step (median of {args.steps}, {args.clock} clock), device {args.device}, {threads} CPU threads"
+    )
     print(format_table(rows))
     if args.output_json:
         with open(args.output_json, "w") as f:
