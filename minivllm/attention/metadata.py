@@ -11,6 +11,7 @@ step's chunk), and the causal rule is bottom-right aligned (query ``i`` sits at 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -75,7 +76,7 @@ def _validate(
                 f"request {r}: block table does not cover seq_len {c + n} with block_size {block_size}: "
                 f"needs {needed} blocks, given {len(ids)}"
             )
-        if any(b < 0 for b in ids):
+        if min(ids) < 0:  # ids is not empty: needed >= 1
             raise ValueError(f"request {r}: negative block id in block table {list(ids)}")
         if num_spec_tokens is not None and not 0 <= num_spec_tokens[r] < n:
             raise ValueError(
@@ -110,21 +111,23 @@ def build_attention_metadata(
     seq_lens = [c + n for c, n in zip(num_computed_tokens, num_scheduled_tokens)]
 
     max_blocks = max(1, max(len(ids) for ids in block_ids))
-    block_table = torch.tensor([list(ids) + [0] * (max_blocks - len(ids)) for ids in block_ids], dtype=torch.int32)
+    padded = [0] * (num_reqs * max_blocks)  # row r: request r's block ids, then 0 (the null block)
+    for r, ids in enumerate(block_ids):
+        padded[r * max_blocks : r * max_blocks + len(ids)] = ids
+    block_table = _int_tensor(padded, torch.int32).view(num_reqs, max_blocks)
 
     # Vectorised over the flat batch: request id of every token, then its absolute position.
-    counts = torch.tensor(num_scheduled_tokens, dtype=torch.int64)
-    req = torch.repeat_interleave(torch.arange(num_reqs), counts)
-    starts = torch.tensor(qsl[:-1], dtype=torch.int64)
-    computed = torch.tensor(num_computed_tokens, dtype=torch.int64)
+    qsl_t = _int_tensor(qsl)
+    starts, ends = qsl_t[:-1], qsl_t[1:]
+    computed = _int_tensor(num_computed_tokens)
+    req = torch.repeat_interleave(torch.arange(num_reqs), ends - starts, output_size=total)
     positions = torch.arange(total, dtype=torch.int64) - starts[req] + computed[req]
     slot_mapping = block_table[req, positions // block_size].to(torch.int64) * block_size + positions % block_size
 
-    ends = torch.tensor(qsl[1:], dtype=torch.int64)
     if num_spec_tokens is None:
         logits_indices = ends - 1
     else:
-        spec = torch.tensor(num_spec_tokens, dtype=torch.int64)
+        spec = _int_tensor(num_spec_tokens)
         per_req = spec + 1
         owner = torch.repeat_interleave(torch.arange(num_reqs), per_req)
         offset = torch.arange(int(per_req.sum())) - (torch.cumsum(per_req, 0) - per_req)[owner]
@@ -137,8 +140,8 @@ def build_attention_metadata(
 
     return AttentionMetadata(
         num_actual_tokens=total,
-        query_start_loc=torch.tensor(qsl, dtype=torch.int32).to(device),
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32).to(device),
+        query_start_loc=qsl_t.to(device, torch.int32),
+        seq_lens=_int_tensor(seq_lens, torch.int32).to(device),
         block_table=block_table.to(device),
         slot_mapping=slot_mapping.to(device),
         positions=positions.to(device),
@@ -149,3 +152,9 @@ def build_attention_metadata(
         query_start_loc_cpu=qsl,
         seq_lens_cpu=seq_lens,
     )
+
+
+def _int_tensor(values: list[int], dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """``torch.tensor(values, dtype=dtype)``, several times faster for long lists: ``torch.tensor`` reads a
+    list element by element, ``array`` packs it in C and the tensor then shares its memory."""
+    return torch.frombuffer(array("q" if dtype == torch.int64 else "i", values), dtype=dtype)
