@@ -6,9 +6,8 @@ chunked, it rides along one chunk per step. Fixed numbers do not travel: on a fa
 sized on start-up: ``measure_stall_scene`` times, on a real engine with the chats decoding, a pure decode
 step (the median of several) and single-step prefills of two or three prompt lengths (``max_tokens=1``,
 unchunked, after a warm-up); ``choose_scene`` (pure, unit-tested with given numbers) fits the prefill cost
-``a·L + b·L²`` (the linear layers, and attention over the prompt) and picks the long prompt and the budget.
-The live demo page does the same in JS (``entrypoints/static/demo.js``, ``sizeScene``). Not in vLLM: a
-teaching aid.
+``c + a·L + b·L²`` (``PrefillCost``) and picks the long prompt and the budget. The live demo page does the
+same in JS (``entrypoints/static/demo.js``, ``sizeScene``, without ``c``). Not in vLLM: a teaching aid.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from minivllm.sampling_params import SamplingParams
 
 TOO_SMALL_HINT = (
@@ -28,28 +29,57 @@ TOO_SMALL_HINT = (
 )
 
 
-def fit_prefill_cost(timings: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares ``a, b >= 0`` of ``seconds = a·L + b·L²`` through (L, seconds) points. A negative
-    coefficient (timing noise) is dropped and the other refitted alone; no positive time gives (0, 0)."""
-    s2 = sum(n**2 for n, _ in timings)
-    s3 = sum(n**3 for n, _ in timings)
-    s4 = sum(n**4 for n, _ in timings)
-    t1 = sum(n * t for n, t in timings)
-    t2 = sum(n**2 * t for n, t in timings)
-    det = s2 * s4 - s3 * s3
-    if det > 0:
-        a, b = (t1 * s4 - t2 * s3) / det, (s2 * t2 - s3 * t1) / det
-        if a >= 0 and b >= 0:
-            return a, b
-    a_only = t1 / s2 if s2 else 0.0  # the line through the origin
-    b_only = t2 / s4 if s4 else 0.0  # the parabola through the origin
-    if a_only <= 0 and b_only <= 0:
-        return 0.0, 0.0
+@dataclass(frozen=True)
+class PrefillCost:
+    """Seconds a step spends prefilling beside the decodes: ``c + a·L + b·L²`` for L whole-prompt tokens.
 
-    def sse(a: float, b: float) -> float:
-        return sum((t - a * n - b * n * n) ** 2 for n, t in timings)
+    ``a``: the linear layers, per token. ``b``: attention, each token to all before it. ``c``: the cost of a
+    step having a prefill at all, which may be negative (a GPU hides a short prefill under the weights' read;
+    a CPU pays a fixed cost per prompt); a cost below zero counts as zero."""
 
-    return min(((max(a_only, 0.0), 0.0), (0.0, max(b_only, 0.0))), key=lambda ab: sse(*ab))
+    a: float
+    b: float
+    c: float = 0.0
+
+    def __call__(self, end: int, start: int = 0) -> float:
+        """Prefilling prompt tokens ``[start, end)``, each attending to every token before it."""
+        return max(0.0, self.c + self.a * (end - start) + self.b * (end * end - start * start))
+
+    def tokens_for(self, seconds: float) -> float:
+        """The prompt length whose prefill costs ``seconds`` (inf when none does)."""
+        extra = seconds - self.c
+        if extra <= 0:
+            return 0.0
+        root = self.a + math.sqrt(self.a**2 + 4 * self.b * extra)  # b·L² + a·L = extra, stable as b -> 0
+        return 2 * extra / root if root > 0 else math.inf
+
+
+def fit_prefill_cost(timings: Sequence[tuple[int, float]]) -> PrefillCost:
+    """Least squares through (L, seconds) points, ``a, b >= 0``: a term that fits negative (timing noise) is
+    dropped and the rest refitted. Of the models left, the closest to the points wins, the fullest on a tie."""
+    x = np.array([n for n, _ in timings], dtype=float) / 1000  # kilotokens: a well-conditioned fit
+    t = np.array([s for _, s in timings], dtype=float)
+    columns = {"c": np.ones_like(x), "a": x, "b": x * x}
+    best: tuple[float, int, dict[str, float]] | None = None
+    for rank, terms in enumerate(("cab", "ca", "cb", "ab", "a", "b", "c")):
+        if len(terms) > len(x):
+            continue
+        coef, *_ = np.linalg.lstsq(np.stack([columns[k] for k in terms], axis=1), t, rcond=None)
+        fit = dict(zip(terms, coef.tolist()))
+        if fit.get("a", 0.0) < 0 or fit.get("b", 0.0) < 0:
+            continue
+        sse = float(np.sum((t - sum(fit[k] * columns[k] for k in terms)) ** 2))
+        key = (round(sse / (float(np.sum(t * t)) + 1e-30), 9), rank, fit)
+        if best is None or key[:2] < best[:2]:
+            best = key
+    fit = best[2] if best is not None else {}
+    return PrefillCost(fit.get("a", 0.0) / 1e3, fit.get("b", 0.0) / 1e6, fit.get("c", 0.0))
+
+
+def slowest_chunked_step(decode_step: float, cost: PrefillCost, tokens: int, chunk: int) -> float:
+    """The slowest step of a ``tokens`` prompt prefilled ``chunk`` tokens a step beside the decodes."""
+    ends = [min(s + max(chunk, 1), tokens) for s in range(0, tokens, max(chunk, 1))]
+    return decode_step + max(cost(e, s) for s, e in zip([0, *ends], ends))
 
 
 @dataclass(frozen=True)
@@ -58,8 +88,7 @@ class StallScene:
 
     decode_step: float  # one step decoding the chats, nothing else
     prefill_timings: tuple[tuple[int, float], ...]  # (prompt tokens, step time beyond a decode step)
-    a: float  # prefill cost = a·L + b·L² seconds
-    b: float
+    cost: PrefillCost  # fitted to prefill_timings
     long_tokens: int  # the long prompt chosen
     budget: int  # max_num_batched_tokens of the chunked run
     predicted_stall: float  # the unchunked step with the whole prompt and the chats' decodes
@@ -72,22 +101,24 @@ class StallScene:
     target_ratio: float
     chunk_cost_steps: float
 
-    def prefill_cost(self, tokens: int, start: int = 0) -> float:
-        """Predicted seconds to prefill prompt tokens ``[start, tokens)`` (attention to all earlier ones)."""
-        return self.a * (tokens - start) + self.b * (tokens**2 - start**2)
+    @property
+    def budget_fits(self) -> bool:
+        """Whether the budget's slowest chunk keeps within ``chunk_cost_steps`` decode steps of prefill."""
+        return self.predicted_chunked_step - self.decode_step <= self.chunk_cost_steps * self.decode_step * (1 + 1e-9)
 
     def explain(self) -> str:
         def ms(s: float) -> str:
             return f"{s * 1e3:.1f} ms"
 
+        k = self.cost
         timed = ", ".join(f"{n:,} tokens +{ms(t)}" for n, t in self.prefill_timings)
+        stall = f"its unchunked step is predicted at {ms(self.predicted_stall)}, {self.predicted_ratio:.1f}x a decode"
         lines = [
             f"Measured: a decode step of {self.num_chats} chats takes {ms(self.decode_step)} (median). One step"
             f" prefilling a whole prompt beside them takes longer by: {timed}.",
-            f"Fitted prefill cost: {self.a * 1e6:.3g} µs·L + {self.b * 1e9:.3g} ns·L² (1,000 tokens:"
-            f" {ms(self.prefill_cost(1000))}).",
+            f"Fitted prefill cost: {k.c * 1e3:.2f} ms + {k.a * 1e6:.3g} µs·L + {k.b * 1e9:.3g} ns·L² (1,000 tokens:"
+            f" {ms(k(1000))}).",
         ]
-        stall = f"its unchunked step is predicted at {ms(self.predicted_stall)}, {self.predicted_ratio:.1f}x a decode"
         if self.capped_by is None:
             lines.append(
                 f"Long prompt: {self.long_tokens:,} tokens, the shortest (in whole blocks of {self.block_size}) whose"
@@ -99,12 +130,11 @@ class StallScene:
                 f"Long prompt: {self.long_tokens:,} tokens, the longest {limit} allows: {stall} step; the aim was"
                 f" {self.target_ratio:g}x, which no allowed prompt reaches."
             )
-        chunk = self.budget - self.num_chats
         lines.append(
-            f"Budget: {self.budget} tokens ({chunk}-token chunks beside the {self.num_chats} decodes), the largest"
-            f" power of two (>= block size {self.block_size}, <= the prompt) whose slowest chunked step adds at most"
-            f" {self.chunk_cost_steps:g} decode steps of prefill: predicted {ms(self.predicted_chunked_step)}"
-            f" ({self.predicted_chunked_step / self.decode_step:.1f}x a decode step)."
+            f"Budget: {self.budget} tokens ({self.budget - self.num_chats}-token chunks beside the {self.num_chats}"
+            f" decodes), the largest power of two (>= block size {self.block_size}, <= the prompt) whose slowest"
+            f" chunked step adds at most {self.chunk_cost_steps:g} decode steps of prefill: predicted"
+            f" {ms(self.predicted_chunked_step)} ({self.predicted_chunked_step / self.decode_step:.1f}x a decode step)."
             + ("" if self.budget_fits else " Even the smallest budget's chunk costs more than that here.")
         )
         if self.capped_by == "max_model_len":
@@ -112,17 +142,6 @@ class StallScene:
         elif self.capped_by == "kv cache":
             lines.append("A larger KV cache (num_gpu_blocks) would allow a longer prompt.")
         return "\n".join(lines)
-
-    @property
-    def budget_fits(self) -> bool:
-        """Whether the budget's slowest chunk keeps within ``chunk_cost_steps`` decode steps of prefill."""
-        return self.predicted_chunked_step - self.decode_step <= self.chunk_cost_steps * self.decode_step * (1 + 1e-9)
-
-
-def slowest_chunked_step(decode_step: float, a: float, b: float, tokens: int, chunk: int) -> float:
-    """The slowest step of a prompt prefilled ``chunk`` tokens a step beside the decodes."""
-    ends = [min(s + max(chunk, 1), tokens) for s in range(0, tokens, max(chunk, 1))]
-    return decode_step + max(a * (e - s) + b * (e * e - s * s) for s, e in zip([0, *ends], ends))
 
 
 def choose_scene(
@@ -137,42 +156,40 @@ def choose_scene(
     target_ratio: float = 10.0,
     chunk_cost_steps: float = 2.0,
 ) -> StallScene:
-    """The long prompt: the shortest whole number of blocks whose unchunked step (``decode + a·L + b·L²``) is at
-    least ``target_ratio`` decode steps, up to ``max_model_len - long_output_tokens`` and ``kv_room_tokens``
-    (the KV cache's tokens left beside the chats). The budget: the largest power of two, at least the block size
-    and above ``num_chats``, at most the prompt, whose slowest chunk costs at most ``chunk_cost_steps`` decode
-    steps (so the chunked chats still stream at a few decode steps a token)."""
-    a, b = fit_prefill_cost(prefill_timings)
-    cap = max_model_len - long_output_tokens
-    capped_by = "max_model_len"
+    """Fit the prefill cost, then choose. The long prompt: the shortest whole number of blocks whose unchunked
+    step (a decode step + its prefill) is at least ``target_ratio`` decode steps, up to ``max_model_len -
+    long_output_tokens`` and ``kv_room_tokens`` (the KV cache's tokens left beside the chats). The budget: the
+    largest power of two, at least the block size and above ``num_chats``, at most the prompt, whose slowest
+    chunk costs at most ``chunk_cost_steps`` decode steps (so the chunked chats still stream at a few decode
+    steps a token)."""
+    cost = fit_prefill_cost(prefill_timings)
+    cap, capped_by = max_model_len - long_output_tokens, "max_model_len"
     if kv_room_tokens is not None and kv_room_tokens < cap:
         cap, capped_by = kv_room_tokens, "kv cache"
-    extra = (target_ratio - 1) * decode_step  # the prefill time that makes the step target_ratio decode steps
-    root = a + math.sqrt(a * a + 4 * b * extra)  # b·L² + a·L = extra, solved without cancellation for b -> 0
-    need = 2 * extra / root if root > 0 else math.inf
+    need = cost.tokens_for((target_ratio - 1) * decode_step)
     long_tokens = max(block_size, math.ceil(need / block_size) * block_size) if need < math.inf else cap + 1
     if long_tokens <= cap:
         capped_by = None
     long_tokens = min(long_tokens, cap)
 
-    smallest = 1 << max(block_size - 1, num_chats).bit_length()  # a power of two >= block_size, > num_chats
-    budget = smallest
+    budget = 1 << max(block_size - 1, num_chats).bit_length()  # the smallest power of two >= block_size, > chats
     while 2 * budget <= long_tokens:
-        step = slowest_chunked_step(decode_step, a, b, long_tokens, 2 * budget - num_chats)
-        if step - decode_step > chunk_cost_steps * decode_step:
+        if (
+            slowest_chunked_step(decode_step, cost, long_tokens, 2 * budget - num_chats)
+            > (1 + chunk_cost_steps) * decode_step
+        ):
             break
         budget *= 2
-    stall = decode_step + a * long_tokens + b * long_tokens**2
+    stall = decode_step + cost(long_tokens)
     return StallScene(
         decode_step=decode_step,
         prefill_timings=tuple((int(n), float(t)) for n, t in prefill_timings),
-        a=a,
-        b=b,
+        cost=cost,
         long_tokens=long_tokens,
         budget=budget,
         predicted_stall=stall,
         predicted_ratio=stall / decode_step,
-        predicted_chunked_step=slowest_chunked_step(decode_step, a, b, long_tokens, budget - num_chats),
+        predicted_chunked_step=slowest_chunked_step(decode_step, cost, long_tokens, budget - num_chats),
         capped_by=capped_by,
         max_prompt_tokens=cap,
         num_chats=num_chats,

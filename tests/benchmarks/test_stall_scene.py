@@ -5,32 +5,58 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from minivllm.benchmarks.stall_scene import choose_scene, fit_prefill_cost, measure_stall_scene, slowest_chunked_step
+from minivllm.benchmarks.stall_scene import (
+    PrefillCost,
+    choose_scene,
+    fit_prefill_cost,
+    measure_stall_scene,
+    slowest_chunked_step,
+)
 
 DECODE = 0.005  # a 5 ms decode step
 
 
-def timings(a: float, b: float, lengths=(512, 2048, 8192)) -> list[tuple[int, float]]:
-    return [(n, a * n + b * n * n) for n in lengths]
+def timings(a: float, b: float, c: float = 0.0, lengths=(512, 2048, 8192)) -> list[tuple[int, float]]:
+    return [(n, c + a * n + b * n * n) for n in lengths]
 
 
 def assert_budget_rules(scene) -> None:
     budget, chats = scene.budget, scene.num_chats
     assert budget & (budget - 1) == 0 and budget >= scene.block_size and budget > chats
     assert budget <= scene.long_tokens or budget == max(scene.block_size, 2 ** math.ceil(math.log2(chats + 1)))
-    expected = slowest_chunked_step(scene.decode_step, scene.a, scene.b, scene.long_tokens, budget - chats)
+    expected = slowest_chunked_step(scene.decode_step, scene.cost, scene.long_tokens, budget - chats)
     assert scene.predicted_chunked_step == pytest.approx(expected)
 
 
-def test_fit_recovers_linear_and_quadratic_costs():
-    a, b = fit_prefill_cost(timings(5e-6, 2e-10))
-    assert a == pytest.approx(5e-6) and b == pytest.approx(2e-10)
-    # Noise that bends the curve down: no negative attention term, a line through the origin instead.
-    a, b = fit_prefill_cost([(512, 0.004), (2048, 0.013), (8192, 0.040)])
-    assert b == 0 and a == pytest.approx((512 * 0.004 + 2048 * 0.013 + 8192 * 0.040) / (512**2 + 2048**2 + 8192**2))
-    assert fit_prefill_cost([(512, -0.001), (2048, -0.002)]) == (0.0, 0.0)  # prefill lost in the noise
+def test_fit_recovers_the_cost_terms():
+    cost = fit_prefill_cost(timings(5e-6, 2e-10))
+    assert (cost.a, cost.b, cost.c) == pytest.approx((5e-6, 2e-10, 0.0), abs=1e-12)
+    # A per-step part: negative on a GPU (a short prefill hides under the weights' read), positive on a CPU.
+    for c in (-0.002, 0.003):
+        cost = fit_prefill_cost(timings(5e-6, 2e-10, c))
+        assert (cost.a, cost.b, cost.c) == pytest.approx((5e-6, 2e-10, c), rel=1e-6)
+    # Noise that bends the curve down: no negative attention term, a straight line instead.
+    points = [(512, 0.004), (2048, 0.013), (8192, 0.040)]
+    cost = fit_prefill_cost(points)
+    slope, intercept = np.polyfit([n for n, _ in points], [t for _, t in points], 1)
+    assert cost.b == 0 and (cost.a, cost.c) == pytest.approx((slope, intercept))
+    # Two points: the straight line through both; one: the line through the origin.
+    line = fit_prefill_cost([(512, 0.003), (2048, 0.009)])
+    assert (line.a, line.b, line.c) == pytest.approx((0.006 / 1536, 0.0, 0.001))
+    line = fit_prefill_cost([(1000, 0.004)])
+    assert (line.a, line.b, line.c) == pytest.approx((4e-6, 0.0, 0.0))
+    cost = fit_prefill_cost([(512, -0.001), (2048, -0.002)])  # prefill lost in the noise
+    assert cost.a == cost.b == 0 and cost(8192) == 0
+
+
+def test_prefill_cost_of_a_chunk():
+    cost = PrefillCost(a=1e-6, b=1e-10, c=-1e-3)
+    assert cost(4096, 2048) == pytest.approx(-1e-3 + 1e-6 * 2048 + 1e-10 * (4096**2 - 2048**2))
+    assert cost(100) == 0  # below zero counts as zero
+    assert cost(int(round(cost.tokens_for(0.01)))) == pytest.approx(0.01, rel=1e-3)
 
 
 def test_scene_reaching_ten_decode_steps():
@@ -43,7 +69,7 @@ def test_scene_reaching_ten_decode_steps():
     assert_budget_rules(scene)
     # The largest power of two whose slowest chunk adds at most 2 decode steps of prefill.
     assert scene.predicted_chunked_step - DECODE <= 2 * DECODE
-    doubled = slowest_chunked_step(DECODE, scene.a, scene.b, scene.long_tokens, 2 * scene.budget - 8)
+    doubled = slowest_chunked_step(DECODE, scene.cost, scene.long_tokens, 2 * scene.budget - 8)
     assert doubled - DECODE > 2 * DECODE
     assert scene.budget == 1024
     text = scene.explain()
@@ -96,10 +122,10 @@ def test_measured_on_a_tiny_cpu_engine(tiny):
     assert len(built) == 1 and not built[0].scheduler_config.enable_chunked_prefill
     assert scene.decode_step > 0
     assert [n for n, _ in scene.prefill_timings] == [32, 96, 248]  # 400 is past max_model_len 256 less 8
-    assert (scene.a, scene.b) == fit_prefill_cost(scene.prefill_timings)
+    assert scene.cost == fit_prefill_cost(scene.prefill_timings)
     assert 16 <= scene.long_tokens <= 248 and scene.max_prompt_tokens == 248
     n = scene.long_tokens
-    assert scene.predicted_stall == pytest.approx(scene.decode_step + scene.a * n + scene.b * n * n)
+    assert scene.predicted_stall == pytest.approx(scene.decode_step + scene.cost(n))
     assert scene.predicted_ratio == pytest.approx(scene.predicted_stall / scene.decode_step)
     assert (scene.capped_by is None) == (scene.predicted_ratio >= 10 * (1 - 1e-9))
     assert scene.capped_by in (None, "max_model_len")
