@@ -16,7 +16,7 @@
 # # Chapter 11 · Instructor demos on CUDA · 讲师 GPU 演示
 #
 # - For a lecture on a GPU machine: the chapter's scenes on CUDA, with real (wall-clock) timings.
-#   1. §11.1's scene: chats decoding when a long prompt lands, chunked vs unchunked.
+#   1. §11.1's scene: chats decoding when a long prompt lands, chunked vs unchunked, sized to the GPU.
 #   2. A budget sweep: the §11.7 curves measured, not simulated.
 #   3. The attention backends agree: torch and Triton give the same greedy tokens from the same metadata.
 #   4. A decode step against the memory roofline (ch. 4, §11.7).
@@ -95,57 +95,84 @@ def warm_up(**settings):
 # %% [markdown]
 # ## Demo 1 · §11.1's scene on a GPU · GPU 上的预填充阻塞
 #
-# - Eight chats decode (64 tokens each). After 8 steps a 6,000-token prompt lands.
-# - Unchunked: the prompt runs in one step and every chat waits for it. Chunked (budget 512): the prompt
-#   rides along with the decodes, one chunk per step.
-# - Printed: the chats' inter-token latency (p50, p99, max) and the long prompt's TTFT, in ms.
+# - Eight chats decode. Eight steps after all of them decode, a long prompt lands. Unchunked: one step
+#   prefills it whole and every chat waits for that step. Chunked: it rides along with the decodes, one
+#   chunk per step.
+# - §11.1.4's table: 「Decode 单步最大延迟」 不分块时「被整个长 prefill 拉长」, 分块时「被 chunk 上限限制」
+#   (the chats' longest step: unchunked, stretched by the whole long prefill; chunked, bounded by the chunk
+#   cap). The cells below measure both.
+# - Fixed sizes do not travel: on a fast GPU a small model's 2,048-token prefill can last about as long as
+#   a decode step, and the scene shows nothing. So the scene is sized to this GPU and model first
+#   (`minivllm/benchmarks/stall_scene.py`). With the chats decoding, it times a decode step (median of 16)
+#   and one unchunked step prefilling a whole 512-, 2,048- and 8,192-token prompt (after a warm-up), and
+#   fits the prefill cost `c + a·L + b·L²` (a per-step part, the linear layers, attention over the prompt).
+# - Chosen: the shortest long prompt whose unchunked step is at least 10 decode steps (up to
+#   `max_model_len`), and the largest power-of-two budget whose slowest chunk adds at most 2 decode steps.
+#   When no prompt within `max_model_len` gets to 10x, the model is too small for the GPU to show the
+#   stall, and the cell says so.
 
 # %%
-LONG_TOKENS, BUDGET = 6000, 512
-
-
-def scene_11_1(chunked):
-    """Eight chats decode; after 8 steps the long prompt lands. Returns the trace."""
-    max_len = LONG_TOKENS + 64
-    engine = cuda_engine(max_num_seqs=16, max_model_len=max_len, enable_chunked_prefill=chunked,
-                         max_num_batched_tokens=BUDGET if chunked else max_len,
-                         num_gpu_blocks=(LONG_TOKENS + 8 * 200) // 16 + 64)  # fmt: skip
-    for i in range(8):
-        engine.add_request(f"chat{i}", random_prompt(48, i), SamplingParams(max_tokens=64, ignore_eos=True))
-    while engine.has_unfinished_requests():
-        if len(engine.trace.steps) == 8:
-            engine.add_request("long", random_prompt(LONG_TOKENS, 99), SamplingParams(max_tokens=8, ignore_eos=True))
-        engine.step()
-    return engine.trace
-
-
+NUM_CHATS, TARGET = 8, 10  # the stall aimed at: TARGET decode steps
+sizing = None
 if HAS_CUDA:
+    from minivllm.benchmarks.stall_scene import measure_stall_scene
+
+    warm_up()
+    sizing = measure_stall_scene(cuda_engine, a.vocab_size, MAX_POS, num_chats=NUM_CHATS, target_ratio=TARGET)
+    print(sizing.explain())
+    LONG_TOKENS, BUDGET = sizing.long_tokens, sizing.budget
+else:
+    print("Skipped (no CUDA): would size the scene to this GPU and model. With 8 chats decoding: time a decode step")
+    print("and single-step prefills of 512, 2,048 and 8,192 tokens, fit a·L + b·L², then choose the shortest long")
+    print("prompt that stalls the chats for 10 decode steps (up to max_model_len) and a budget whose chunks add at")
+    print("most 2 decode steps; print what it measured and chose and why, or that the model is too small for the GPU.")
+
+# %% [markdown]
+# - The scene with the chosen sizes, unchunked and chunked. Printed: the chats' inter-token latency (p50,
+#   p99, max) and the long prompt's TTFT, then each run's slowest step with the long prompt next to the
+#   prediction, and as a multiple of the run's own decode step.
+
+# %%
+if HAS_CUDA:
+    from minivllm.benchmarks.stall_scene_run import run_scene
     from minivllm.metrics.summary import percentile
     from minivllm.viz.figures import gantt_compare
 
-    LONG_TOKENS = min(LONG_TOKENS, MAX_POS - 64)  # a model with a shorter context gets a shorter prompt
-    warm_up()
-    scene = {"unchunked": scene_11_1(False), f"chunked, budget {BUDGET}": scene_11_1(True)}
+    runs = {label: run_scene(cuda_engine, a.vocab_size, LONG_TOKENS, BUDGET, chunked, num_chats=NUM_CHATS)
+            for label, chunked in (("unchunked", False), (f"chunked, budget {BUDGET}", True))}  # fmt: skip
     print(f"{'':22} {'chat ITL p50':>12} {'ITL p99':>8} {'ITL max':>8} {'long TTFT':>10}   (ms)")
-    for label, trace in scene.items():
-        gaps = [g for r, rec in trace.requests.items() if r.startswith("chat") for g in rec.itls]
+    for label, run in runs.items():
+        gaps = run.chat_itls
         print(f"{label:22} {percentile(gaps, 50) * 1e3:>12.1f} {percentile(gaps, 99) * 1e3:>8.1f}"
-              f" {max(gaps) * 1e3:>8.1f} {trace.requests['long'].ttft * 1e3:>10.1f}")  # fmt: skip
-    fig = gantt_compare(scene, title=f"§11.1 on {torch.cuda.get_device_name(0)}: {MODEL}")
+              f" {max(gaps) * 1e3:>8.1f} {run.long_ttft * 1e3:>10.1f}")  # fmt: skip
+    predicted = {"unchunked": sizing.predicted_stall}
+    predicted[f"chunked, budget {BUDGET}"] = sizing.predicted_chunked_step
+    for label, run in runs.items():
+        print(f"{label}: slowest step with the long prompt {run.slowest_long_step * 1e3:.1f} ms (predicted"
+              f" {predicted[label] * 1e3:.1f}), {run.slowest_long_step / run.decode_step:.1f}x this run's"
+              f" median decode step ({run.decode_step * 1e3:.1f} ms)")  # fmt: skip
+    title = f"§11.1 on {torch.cuda.get_device_name(0)}: {MODEL}, a {LONG_TOKENS:,}-token prompt"
+    fig = gantt_compare({label: run.trace for label, run in runs.items()}, title=title)
 else:
     fig = None
-    print("Skipped (no CUDA): would print the chats' ITL p50 / p99 / max and the long prompt's TTFT, unchunked")
-    print("vs chunked (budget 512), measured on the GPU, and draw the two latency Gantt charts side by side.")
+    print("Skipped (no CUDA): would run the scene with the sizes chosen above, unchunked and chunked, print the")
+    print("chats' ITL p50 / p99 / max and the long prompt's TTFT, each run's slowest step with the long prompt")
+    print("against the prediction and against a decode step, and draw the two latency Gantt charts side by side.")
 fig  # noqa: B018 (the cell's value is what Jupyter displays)
 
 # %% [markdown]
 # ## Demo 2 · §11.7 measured: the budget sweep · 实测的预算扫描
 #
-# - 48 conversation-shaped requests (Azure trace lengths), all at once, one engine per budget.
+# - 32 conversation-shaped requests (Azure trace lengths), all at once, one engine per budget.
 # - The four §11.7 curves from real steps: TTFT falls, TPOT rises, throughput and utilisation level off.
+# - Why 32, not 48: a run lasts at least as many steps as its longest answer has tokens. With 48 requests
+#   that answer has 902 tokens and the six runs take 6,404 steps; with 32 it has 500 and they take 3,506
+#   (counted with the simulator). A small model's GPU step is expected to cost a few ms whatever its
+#   tokens (kernel launches and Python dominate), so 32 requests should halve the demo's time, and all six
+#   budgets stay.
 
 # %%
-SWEEP, NUM_REQUESTS = (128, 256, 512, 1024, 2048, 4096), 48
+SWEEP, NUM_REQUESTS = (128, 256, 512, 1024, 2048, 4096), 32
 if HAS_CUDA:
     from minivllm.sim.workload import make_workload
     from minivllm.viz.figures import chunk_size_curves
@@ -167,7 +194,7 @@ if HAS_CUDA:
     fig = chunk_size_curves(measured, title=f"Measured on {torch.cuda.get_device_name(0)}: {MODEL}")
 else:
     fig = None
-    print("Skipped (no CUDA): would run one engine per budget (128 ... 4096 tokens) on 48 conversation-shaped")
+    print("Skipped (no CUDA): would run one engine per budget (128 ... 4096 tokens) on 32 conversation-shaped")
     print("requests and print TTFT p50, TPOT p50, ITL p99, output tokens/s and steps, then draw the four curves.")
 fig  # noqa: B018 (the cell's value is what Jupyter displays)
 
