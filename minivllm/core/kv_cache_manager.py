@@ -144,15 +144,16 @@ class KVCacheManager:
             num_cached_blocks = self.num_cached_block.get(request.request_id, len(new_computed_blocks))
             num_full_blocks = (num_computed_tokens + num_tokens - len(request.spec_token_ids)) // self.block_size
             num_full_blocks = min(num_full_blocks, len(req_blocks))
-            self.block_pool.cache_full_blocks(
-                request.all_token_ids,
-                req_blocks,
-                self.req_to_block_hashes[request.request_id],
-                num_cached_blocks,
-                num_full_blocks,
-                self.block_size,
-                self.hash_fn,
-            )
+            if num_full_blocks > num_cached_blocks:  # most decode steps fill no block: nothing to register
+                self.block_pool.cache_full_blocks(
+                    request.all_token_ids,
+                    req_blocks,
+                    self.req_to_block_hashes[request.request_id],
+                    num_cached_blocks,
+                    num_full_blocks,
+                    self.block_size,
+                    self.hash_fn,
+                )
             self.num_cached_block[request.request_id] = max(num_cached_blocks, num_full_blocks)
         return new_blocks
 

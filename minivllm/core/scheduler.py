@@ -335,7 +335,7 @@ class Scheduler:
         def cached(r: Request, resumed: bool) -> CachedRequestData:
             c = r.num_computed_tokens
             n = num_scheduled_tokens[r.request_id] - len(spec.get(r.request_id, ()))
-            new_token_ids = list(r.all_token_ids[c : c + n])
+            new_token_ids = r.all_token_ids[c : c + n]  # a slice of a ConstantList is a new plain list
             return CachedRequestData(r.request_id, resumed, new_token_ids, step.req_to_new_block_ids[r.request_id], c)
 
         new_reqs = [
