@@ -20,6 +20,7 @@ import sys
 import pytest
 import torch
 
+from minivllm.attention import get_attn_backend
 from minivllm.attention.flash_attn_backend import FlashAttnBackend
 from minivllm.model.loader import load_model
 from tests.helpers.attention import make_case
@@ -156,3 +157,9 @@ def test_standin_output_follows_cu_seqlens_k(sent):
     cut = fake.flash_attn_varlen_func(**{**sent, "cu_seqlens_k": sent["cu_seqlens_q"]})
     assert fake.calls[1].kv_lens == fake.calls[1].query_lens
     assert not torch.allclose(right, cut)
+
+
+def test_selector_still_refuses_flash_attn_on_cpu(standin):
+    """Why the engine tests replace the runner's backend: with flash_attn importable, CPU/fp32 is refused."""
+    with pytest.raises(ValueError, match="device is 'cpu'; flash_attn needs CUDA"):
+        get_attn_backend("flash_attn", "cpu", torch.float32, PAGE, 16)

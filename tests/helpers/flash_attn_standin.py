@@ -23,6 +23,7 @@ engine test passes fp32 so that greedy tokens can be compared with HF exactly on
 
 from __future__ import annotations
 
+import importlib.machinery
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,7 @@ class FlashAttnStandIn:
 
     def __post_init__(self) -> None:
         self.module = types.ModuleType("flash_attn", "CPU stand-in for flash-attn 2.x (tests only)")
+        self.module.__spec__ = importlib.machinery.ModuleSpec("flash_attn", None)  # find_spec() sees it
         self.module.flash_attn_varlen_func = self.flash_attn_varlen_func
 
     def flash_attn_varlen_func(
@@ -148,6 +150,7 @@ class FlashAttnStandIn:
         total_q, num_heads, head_dim = q.shape
         num_blocks, page_size, num_kv_heads, kv_head_dim = k.shape
         _check(kv_head_dim == head_dim, f"k/v head_dim {kv_head_dim} differs from q's {head_dim}")
+        # The C++ rule (upstream's Python wrapper pads other head dims; minivllm's selector refuses them).
         _check(head_dim % 8 == 0 and head_dim <= 256, f"head_dim {head_dim} must be a multiple of 8 and <= 256")
         _check(num_heads % num_kv_heads == 0, f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
         _check(page_size % 256 == 0, f"Paged KV cache block size must be divisible by 256, got {page_size}")
