@@ -36,8 +36,9 @@ BUDGET, THRESHOLD = 64, 48
 _TWIN, _SHARED, _SHORT = make_prompts(320, [44, 20, 10], shared=PAGE, seed=3)
 _SHORT = _SHORT[PAGE:]  # 10 tokens, nothing shared
 PROMPTS = {
-    # 0 at step 0; its twin at step 5 (0 is decoding: one full page cached), 2 at step 10 (the shared
-    # page), 3 at step 15: every arrival lands among decodes.
+    # 0 at step 0; its twin at step 5, the step whose chunk completes 0's first page: the twin is given
+    # that page (256 cached) and reads it after the step's K/V write. 2 at step 10 (the shared page) and
+    # 3 at step 15 land among decodes.
     "chunked_prefix_mixed": [_TWIN, _TWIN, _SHARED, _SHORT],
     "tiny_pool_preempts": make_prompts(320, [250, 240], seed=4),
 }
