@@ -9,7 +9,8 @@ preempted request recomputed. The tokens are exact, so a kernel that is wrong fo
 Interpreter mode must be on before ``triton`` is first imported (see that file's docstring), and an
 earlier test of the same session may already have imported it in compiled mode. So all runs happen in
 ONE fresh subprocess (tests/helpers/triton_interp_e2e.py, ``TRITON_INTERPRET=1`` from its start) that
-writes JSON; this process never imports triton and each test asserts on one (model, scenario) of it.
+writes JSON, whatever this process imported (HF ``generate``, which makes the references, imports triton
+in compiled mode itself); each test asserts on one (model, scenario) of that JSON.
 The interpreter costs per kernel launch x program, so the schedules are short (6 new tokens, <= 3
 requests, ~22 steps per model): the file took 22 s on two cores at load 1 (pytest time, 28 s wall).
 """
