@@ -33,21 +33,22 @@ NEW_TOKENS = 12
 PAGE = 256
 BUDGET, THRESHOLD = 64, 48
 
-_TWIN, _SHARED, _SHORT = make_prompts(320, [44, 20, 10], shared=PAGE, seed=3)
+_TWIN, _SHARED, _SHORT = make_prompts(320, [PAGE, 20, 10], shared=PAGE, seed=3)  # 512, 276, 10 tokens
 _SHORT = _SHORT[PAGE:]  # 10 tokens, nothing shared
+ARRIVALS = [0, 5, 11, 14]
 PROMPTS = {
-    # 0 at step 0; its twin at step 5, the step whose chunk completes 0's first page: the twin is given
-    # that page (256 cached) and reads it after the step's K/V write. 2 at step 10 (the shared page) and
-    # 3 at step 15 land among decodes.
-    "chunked_prefix_mixed": [_TWIN, _TWIN, _SHARED, _SHORT],
+    # 0 at step 0 (11 chunks). 1, sharing 0's first page, at step 5: the step whose chunk completes that
+    # page; 1 is given it and reads it after the step's K/V write. 0's twin at step 11, both its pages
+    # cached: it is given 1 (the last-token rule) and recomputes the other. 3 at step 14, among decodes.
+    "chunked_prefix_mixed": [_TWIN, _SHARED, _TWIN, _SHORT],
     "tiny_pool_preempts": make_prompts(320, [250, 240], seed=4),
 }
 ENGINE = {
     "chunked_prefix_mixed": dict(
-        max_num_batched_tokens=BUDGET, long_prefill_token_threshold=THRESHOLD, stagger=True, stagger_every=5
+        max_num_batched_tokens=BUDGET, long_prefill_token_threshold=THRESHOLD, arrivals=ARRIVALS
     ),
     # 2 usable pages: request 0 needs a second page at token 257 and pushes request 1 out.
-    "tiny_pool_preempts": dict(num_gpu_blocks=3, max_num_batched_tokens=512),
+    "tiny_pool_preempts": dict(num_gpu_blocks=3, max_model_len=512, max_num_batched_tokens=512),
 }
 
 
@@ -67,7 +68,7 @@ def standin(monkeypatch):
 
 
 def run(loaded, scenario):
-    kwargs = {"block_size": PAGE, "num_gpu_blocks": 10, "max_model_len": 512, **ENGINE[scenario]}
+    kwargs = {"block_size": PAGE, "num_gpu_blocks": 10, "max_model_len": 1024, **ENGINE[scenario]}
     backend = FlashAttnBackend()
     return run_engine(loaded, PROMPTS[scenario], NEW_TOKENS, attention_backend="torch", attn_backend=backend, **kwargs)
 

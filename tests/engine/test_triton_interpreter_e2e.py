@@ -35,10 +35,11 @@ NEW_TOKENS = 6
 MODELS = ("tiny_llama", "tiny_qwen2")
 BUDGET, THRESHOLD = 10, 8
 
-_SHARED, _ALONE = make_prompts(320, [30, 9], shared=8, seed=1)  # 38 and 17 tokens, sharing 8 (one block)
+_SHARED, _ALONE = make_prompts(320, [32, 9], shared=8, seed=1)  # 40 and 17 tokens, sharing 8 (one block)
 PROMPTS = {
-    # 0 arrives at step 0, its twin at step 4 (cached: 4 of its 5 blocks), 2 at step 8 (the shared block).
-    # 38 tokens: the last chunks and the decodes read more than one key tile (32 prefill, 16 decode).
+    # 0 arrives at step 0; its twin at step 4, when all 5 of its blocks are cached: it is given 4 (the
+    # last-token rule) and recomputes the last. 2 at step 8 (the shared block). 40 tokens: the last chunks
+    # and the decodes read more than one key tile (32 keys a tile for prompts, 16 for decodes).
     "chunked_prefix_mixed": [_SHARED, _SHARED, _ALONE],
     "tiny_pool_preempts": make_prompts(320, [12, 11], seed=2),
 }
@@ -49,8 +50,7 @@ ENGINE = {
         max_model_len=64,
         max_num_batched_tokens=BUDGET,
         long_prefill_token_threshold=THRESHOLD,
-        stagger=True,
-        stagger_every=4,
+        arrivals=[0, 4, 8],
     ),
     # 4 usable blocks of 8 for two requests that grow to 3 blocks each: one is preempted and recomputed.
     "tiny_pool_preempts": dict(block_size=8, num_gpu_blocks=5, max_model_len=32, max_num_batched_tokens=32),
@@ -105,7 +105,7 @@ def test_chunked_prefix_mixed_schedule_happened(interp_results, model):
     """The schedule the tokens were checked under: what makes the scenario worth its interpreter time."""
     res = result_of(interp_results, model, "chunked_prefix_mixed")
     counts = res["counts"]
-    assert res["num_cached_tokens"] == {"0": 0, "1": 32, "2": 8}  # twin: 4 of 5 blocks (last-token rule)
+    assert res["num_cached_tokens"] == {"0": 0, "1": 32, "2": 8}  # twin: 4 of its 5 blocks
     assert max(res["step_tokens"]) == BUDGET  # the budget cut a chunk
     assert counts["max_prefill_chunk"] == THRESHOLD  # the threshold cut one
     assert counts["chunked_requests"] == 3  # every prompt took more than one step

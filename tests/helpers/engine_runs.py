@@ -25,13 +25,14 @@ def run_engine(
     block_size: int = 16,
     num_gpu_blocks: int = 400,
     stagger: bool = False,
-    stagger_every: int = 3,
+    arrivals: list[int] | None = None,
     attn_backend: AttentionBackend | None = None,
     **engine_kwargs: Any,
 ) -> tuple[list[list[int]], EngineTrace]:
     """Greedy tokens of every prompt (in order) and the engine's trace.
 
-    ``stagger=True``: request ``i`` arrives at step ``stagger_every * i``, so prompts land among decodes.
+    ``arrivals``: request ``i`` is added just before step ``arrivals[i]`` (non-decreasing), so prompts land
+    among decodes; ``stagger=True`` is ``arrivals = [0, 3, 6, ...]``. Default: all at step 0.
     ``attn_backend``: replaces the runner's backend after construction (``engine.model_runner.attn_backend``),
     for a backend the selector refuses here (flash_attn on CPU/fp32). ``engine_kwargs``: vLLM engine-arg
     names (``max_num_batched_tokens``, ``attention_backend``, ...).
@@ -51,9 +52,12 @@ def run_engine(
         assert isinstance(engine.model_runner, ModelRunner)
         engine.model_runner.attn_backend = attn_backend
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
+    if arrivals is None:
+        arrivals = [3 * i if stagger else 0 for i in range(len(prompts))]
+    assert len(arrivals) == len(prompts) and arrivals == sorted(arrivals)
     pending = list(enumerate(prompts))
     while pending or engine.has_unfinished_requests():
-        while pending and (not stagger or len(engine.trace.steps) >= stagger_every * pending[0][0]):
+        while pending and len(engine.trace.steps) >= arrivals[pending[0][0]]:
             i, p = pending.pop(0)
             engine.add_request(str(i), p, params)
         engine.step()
