@@ -8,9 +8,10 @@ mean the right attention (the stand-in computes it with the float64 oracle from 
 
 How: the selector refuses flash_attn on CPU/fp32 (rightly), so the engine is built with
 ``attention_backend="torch"`` and its runner's backend is then replaced by ``FlashAttnBackend()``
-(``engine.model_runner.attn_backend``, tests/helpers/engine_runs.py). The stand-in accepts fp32 here
-(the real kernel: fp16/bf16 only) so the tokens can be compared exactly. Page size 256, as upstream
-requires; the tiny models get ``max_position_embeddings=1024`` so prompts can span more than one page.
+(``engine.model_runner.attn_backend``, tests/helpers/engine_runs.py), wrapped so that each call's
+output is also compared with the torch backend's (tests/helpers/cross_checked_backend.py). The stand-in
+accepts fp32 here (the real kernel: fp16/bf16 only) so the tokens can be compared exactly. Page size 256,
+as upstream requires; the tiny models get ``max_position_embeddings=1024`` so prompts can span more than one page.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from minivllm.attention import get_attn_backend
 from minivllm.attention.flash_attn_backend import FlashAttnBackend
 from minivllm.model.loader import load_model
 from tests.helpers.attention import make_case
+from tests.helpers.cross_checked_backend import CrossCheckedBackend
 from tests.helpers.engine_runs import TraceCounts, run_engine
 from tests.helpers.flash_attn_standin import FlashAttnArgError, FlashAttnStandIn
 from tests.helpers.hf_reference import hf_greedy, make_prompts
@@ -69,8 +71,14 @@ def standin(monkeypatch):
 
 def run(loaded, scenario):
     kwargs = {"block_size": PAGE, "num_gpu_blocks": 10, "max_model_len": 1024, **ENGINE[scenario]}
-    backend = FlashAttnBackend()
-    return run_engine(loaded, PROMPTS[scenario], NEW_TOKENS, attention_backend="torch", attn_backend=backend, **kwargs)
+    backend = CrossCheckedBackend(FlashAttnBackend())
+    got, trace = run_engine(
+        loaded, PROMPTS[scenario], NEW_TOKENS, attention_backend="torch", attn_backend=backend, **kwargs
+    )
+    # Every layer of every step, before the tokens: the flash_attn path's output is the torch backend's.
+    assert backend.max_abs_diff < 1e-5, f"{scenario}: flash_attn path vs torch backend: {backend.max_abs_diff:.2e}"
+    assert backend.cache_mismatches == 0
+    return got, trace
 
 
 def check_tokens(standin, got, want, scenario):

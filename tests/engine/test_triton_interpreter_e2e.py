@@ -4,7 +4,9 @@ CPU, fp32: greedy tokens equal HF ``generate`` on the tiny random Llama and Qwen
 tests/attention/test_triton_backend.py checks the kernel one call at a time; here it runs every layer of
 every step of real schedules: chunks cut by the token budget and by long_prefill_token_threshold, prompt
 chunks sharing steps with decodes, prefix-cache hits (a fully cached prompt and a shared prefix) and a
-preempted request recomputed. The tokens are exact, so a kernel that is wrong for one such batch shows.
+preempted request recomputed. The tokens are exact, so a kernel that is wrong for one such batch shows;
+each call's output (and cache write) is also compared with the torch backend's on the same inputs, which
+shows smaller errors too.
 
 Interpreter mode must be on before ``triton`` is first imported (see that file's docstring), and an
 earlier test of the same session may already have imported it in compiled mode. So all runs happen in
@@ -86,6 +88,16 @@ def result_of(interp_results: dict[str, dict], model: str, scenario: str) -> dic
     res = interp_results[f"{model}/{scenario}"]
     assert "error" not in res, f"{model}/{scenario} raised in the interpreter subprocess:\n{res.get('error')}"
     return res
+
+
+@pytest.mark.parametrize(("model", "scenario"), CASES)
+def test_every_attention_call_equals_torch_backend(interp_results, model, scenario):
+    """Finer than the tokens: each layer of each step, the kernel's output and cache write vs the torch
+    backend's on the same inputs."""
+    res = result_of(interp_results, model, scenario)
+    assert res["attention_calls"] == 2 * res["counts"]["steps"]  # 2 layers
+    assert res["max_abs_diff_vs_torch"] < 1e-5, f"{model}/{scenario}: {res['max_abs_diff_vs_torch']:.2e}"
+    assert res["cache_mismatches"] == 0
 
 
 @pytest.mark.parametrize(("model", "scenario"), CASES)

@@ -3,8 +3,9 @@ under the interpreter (``TRITON_INTERPRET=1`` set before anything imports triton
 
 ``python -m tests.helpers.triton_interp_e2e SPEC.json OUT.json``. SPEC: ``{"new_tokens": n, "cases":
 [{"id", "folder", "prompts", "engine": {run_engine kwargs}}]}``. OUT: per case id the greedy tokens,
-each request's ``num_cached_tokens`` and the trace's counts (:class:`TraceCounts`), or the traceback of
-the exception that stopped it (the other cases still run). The pytest side compares with HF.
+each request's ``num_cached_tokens``, the trace's counts (:class:`TraceCounts`) and how far each
+attention call's output was from the torch backend's (:class:`CrossCheckedBackend`), or the traceback
+of the exception that stopped it (the other cases still run). The pytest side compares with HF.
 """
 
 from __future__ import annotations
@@ -29,13 +30,23 @@ def _interpreted_kernels_only() -> str | None:
 
 
 def run_case(case: dict[str, Any], loaded: Any, new_tokens: int) -> dict[str, Any]:
+    from minivllm.attention.triton_backend import TritonAttentionBackend
+    from tests.helpers.cross_checked_backend import CrossCheckedBackend
     from tests.helpers.engine_runs import TraceCounts, run_engine
 
     start = time.perf_counter()
-    tokens, trace = run_engine(loaded, case["prompts"], new_tokens, attention_backend="triton", **case["engine"])
+    # attention_backend="triton": the selector must accept it (interpreter on); the runner's backend is
+    # then a fresh Triton backend wrapped to compare each call with the torch backend.
+    backend = CrossCheckedBackend(TritonAttentionBackend())
+    tokens, trace = run_engine(
+        loaded, case["prompts"], new_tokens, attention_backend="triton", attn_backend=backend, **case["engine"]
+    )
     if (why := _interpreted_kernels_only()) is not None:
         raise AssertionError(why)
     return {
+        "max_abs_diff_vs_torch": backend.max_abs_diff,
+        "cache_mismatches": backend.cache_mismatches,
+        "attention_calls": backend.num_calls,
         "tokens": tokens,
         "num_cached_tokens": {r: rec.num_cached_tokens for r, rec in trace.requests.items()},
         "counts": dataclasses.asdict(TraceCounts.of(trace)),
