@@ -264,15 +264,23 @@ class ModelRunner:
         for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts)):
             if state.num_computed_tokens + n - len(d) < len(state.token_ids):
                 continue  # still inside its prompt: no sample, generator untouched
-            rows = logits[row_starts[i] : row_starts[i + 1]]
             allowed = out.grammar_allowed_token_ids.get(state.req_id)
-            drafted = _attributed(state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, allowed, eos)
-            if drafted is not None:
-                sampled[i] = drafted
-            else:
-                plain.append(i)
+            # Drafts, a grammar, or min_tokens not yet reached change this request's rows first; most requests
+            # have none of them and go straight to the batched sampler.
+            if d or allowed is not None or state.num_output_tokens < state.sampling_params.min_tokens:
+                rows = logits[row_starts[i] : row_starts[i + 1]]
+                drafted = _attributed(
+                    state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, allowed, eos
+                )
+                if drafted is not None:
+                    sampled[i] = drafted
+                    continue
+            plain.append(i)
         if plain:
-            rows = logits[torch.tensor([row_starts[i] for i in plain], device=logits.device)]
+            if len(plain) == logits.shape[0]:  # one row per request, all sampling: the rows in place, no copy
+                rows = logits
+            else:
+                rows = logits[torch.tensor([row_starts[i] for i in plain], device=logits.device)]
             params = [states[i].sampling_params for i in plain]
             generators = [states[i].generator or self.default_generator for i in plain]
             for i, token in zip(plain, self.sampler(rows, params, generators).tolist()):
