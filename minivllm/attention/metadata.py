@@ -120,8 +120,8 @@ def build_attention_metadata(
     qsl_t = _int_tensor(qsl)
     starts, ends = qsl_t[:-1], qsl_t[1:]
     computed = _int_tensor(num_computed_tokens)
-    req = torch.repeat_interleave(torch.arange(num_reqs), ends - starts, output_size=total)
-    positions = torch.arange(total, dtype=torch.int64) - starts[req] + computed[req]
+    req = torch.repeat_interleave(ends - starts, output_size=total)  # [0, 0, 1, 2, 2, 2, ...]
+    positions = torch.arange(total, dtype=torch.int64) + (computed - starts)[req]
     slot_mapping = block_table[req, positions // block_size].to(torch.int64) * block_size + positions % block_size
 
     if num_spec_tokens is None:
