@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu.gpu_check import Section, run_section
+from tests.gpu.gpu_check import NESTED, Section, run_section
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ["backends", "engine_vs_hf", "instructor", "throughput", "roofline", "host_overhead"]
 
 
 @pytest.mark.slow  # ~1 min: six subprocesses, a notebook kernel among them
+@pytest.mark.skipif(bool(os.environ.get(NESTED)), reason="inside a GPU check already")
 def test_dry_run_writes_one_report_with_every_section(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path)}
     res = subprocess.run(["bash", "tests/gpu/run.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True)
