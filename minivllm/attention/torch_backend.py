@@ -66,7 +66,8 @@ def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
 
 def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
     """The per-step plan: one batched index computation, then cheap per-request views."""
-    slots = torch.split(visible_slots(meta), meta.seq_lens_cpu)  # typed, unlike Tensor.split
+    all_slots = visible_slots(meta)
+    slots = torch.split(all_slots, meta.seq_lens_cpu)  # typed, unlike Tensor.split
     qsl = meta.query_start_loc_cpu
     device = meta.block_table.device
     requests = []
@@ -83,10 +84,10 @@ def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
             kind = "chunk"
             mask = torch.ones(q_len, seq_len, dtype=torch.bool, device=device).tril(seq_len - q_len)
         requests.append(RequestPlan(qsl[r], qsl[r + 1], kind, slots[r], mask))
-    return TorchPlan(requests, _decode_groups(meta, decodes, slots))
+    return TorchPlan(requests, _decode_groups(meta, decodes, all_slots))
 
 
-def _decode_groups(meta: AttentionMetadata, decodes: list[int], slots: tuple[torch.Tensor, ...]) -> list[DecodePlan]:
+def _decode_groups(meta: AttentionMetadata, decodes: list[int], all_slots: torch.Tensor) -> list[DecodePlan]:
     """One padded batch, or two when splitting the length-sorted decodes saves 15% of the gathered keys."""
     if not decodes:
         return []
@@ -95,17 +96,24 @@ def _decode_groups(meta: AttentionMetadata, decodes: list[int], slots: tuple[tor
     n = len(order)
     cost, cut = min((i * lens[i - 1] + (n - i) * lens[-1], i) for i in range(1, n + 1))  # i == n: no split
     if cut == n or cost > 0.85 * n * lens[-1]:
-        return [_decode_plan(meta, decodes, slots)]
-    return [_decode_plan(meta, order[:cut], slots), _decode_plan(meta, order[cut:], slots)]
+        return [_decode_plan(meta, decodes, all_slots)]
+    return [_decode_plan(meta, order[:cut], all_slots), _decode_plan(meta, order[cut:], all_slots)]
 
 
-def _decode_plan(meta: AttentionMetadata, decodes: list[int], slots: tuple[torch.Tensor, ...]) -> DecodePlan:
+def _decode_plan(meta: AttentionMetadata, decodes: list[int], all_slots: torch.Tensor) -> DecodePlan:
+    """The decodes' visible slots as one ``[B, max L]`` block, padded with slot 0: one gather from
+    ``all_slots`` (each request's run starts at the sum of the lengths before it)."""
     device = meta.block_table.device
     lens = [meta.seq_lens_cpu[r] for r in decodes]
-    padded = torch.nn.utils.rnn.pad_sequence([slots[r] for r in decodes], batch_first=True)  # pads with 0
-    mask = torch.arange(max(lens), device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
+    max_len = max(lens)
+    seq_lens = meta.seq_lens.to(torch.int64)
+    firsts = (torch.cumsum(seq_lens, 0) - seq_lens)[torch.tensor(decodes, device=device)]
+    pos = torch.arange(max_len, device=device)
+    mask = pos[None, :] < torch.tensor(lens, device=device)[:, None]
+    index = (firsts[:, None] + pos[None, :]).clamp_(max=all_slots.shape[0] - 1)
+    padded = torch.where(mask, all_slots[index], 0)
     rows = torch.tensor([meta.query_start_loc_cpu[r] for r in decodes], dtype=torch.int64, device=device)
-    return DecodePlan(rows, padded.flatten(), mask[:, None, None, :], max(lens))
+    return DecodePlan(rows, padded.flatten(), mask[:, None, None, :], max_len)
 
 
 class TorchAttentionBackend(AttentionBackend):
