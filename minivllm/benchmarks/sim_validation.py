@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from minivllm.config import flag_name
+from minivllm.sampling_params import SamplingParams
 from minivllm.sim.cost_model import CostModel
 from minivllm.sim.memory import llama2_7b
 from minivllm.sim.published_runs import LLAMA3_8B_FACTS, PUBLISHED_RUNS, PublishedRun, get_run
-from minivllm.sim.workload import Workload, WorkloadRequest, _params_for
+from minivllm.sim.workload import Workload, WorkloadRequest
 
 # published metric name -> (key of summarize(trace).to_dict(), scale to the published unit)
 SIM_METRICS: dict[str, tuple[str, float]] = {
@@ -57,7 +58,12 @@ def build_workload(run: PublishedRun, vocab_size: int, max_requests: int | None 
     gaps = rng.exponential(1.0 / rate, len(lengths) - 1) if rate else np.zeros(len(lengths) - 1)
     times = np.concatenate([[0.0], np.cumsum(gaps)])
     requests = [
-        WorkloadRequest(f"req-{i}", float(t), rng.integers(3, vocab_size, p).tolist(), _params_for(o))
+        WorkloadRequest(
+            f"req-{i}",
+            float(t),
+            rng.integers(3, vocab_size, p).tolist(),
+            SamplingParams(max_tokens=o, temperature=0.0, ignore_eos=True),
+        )
         for i, ((p, o), t) in enumerate(zip(lengths, times))
     ]
     params = {"published_run": run.name, "num_requests": len(requests), "request_rate": rate}
