@@ -115,8 +115,7 @@ def instrument(engine: LLMEngine, clock: Callable[[], int] = time.perf_counter_n
     """Wrap the engine's, scheduler's and runner's methods that make up one step (the runner must be the
     real ``ModelRunner``)."""
     runner: Any = engine.model_runner
-    device = runner.device
-    timer = StepTimer((lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else None, clock)
+    timer = StepTimer(runner.synchronize, clock)
     timer.wrap(engine.scheduler, "schedule", "schedule")
     timer.wrap(runner, "execute_model", "input_prep")
     timer.wrap(runner.attn_backend, "prepare", "input_prep")
@@ -250,7 +249,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print(format_table(rows))
     if args.output_json:
         with open(args.output_json, "w") as f:
-            json.dump([asdict(r) for r in rows], f, indent=2)
+            meta = {"device": args.device, "threads": threads, "clock": args.clock, "steps": args.steps}
+            json.dump({**meta, "rows": [asdict(r) for r in rows]}, f, indent=2)
     return rows
 
 

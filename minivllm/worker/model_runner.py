@@ -81,7 +81,7 @@ class ModelRunner:
         # CUDA's memory calls; None on CPU. A test may set a stand-in to run the CUDA branches on a CPU: the
         # KV sizing, the allocation check, and the clock's synchronise before each reading.
         self.device_memory: DeviceMemory | None = CudaMemory(self.device) if self.device.type == "cuda" else None
-        self.clock = WallClock(self._synchronize)
+        self.clock = WallClock(self.synchronize)
         self.cpu_gemm = resolve_cpu_gemm(mc.cpu_gemm, self.device, self.dtype)
         set_cpu_gemm(self.model, self.cpu_gemm)
         if self.device.type == "cpu":
@@ -102,8 +102,9 @@ class ModelRunner:
             else None
         )
 
-    def _synchronize(self) -> None:
-        if self.device_memory is not None:  # queued kernels finish before the clock is read
+    def synchronize(self) -> None:
+        """Wait for the device's queued kernels (CUDA); nothing on a CPU. The clock calls it before each reading."""
+        if self.device_memory is not None:
             self.device_memory.synchronize()
 
     # ------------------------------------------------------------------ KV cache

@@ -17,7 +17,7 @@ def test_rows_parts_and_json(tiny_qwen2, capsys, tmp_path):
     main([*args, "--threads", "1", "--clock", "thread", "--output-json", str(out)])
     printed = [line.split() for line in capsys.readouterr().out.splitlines()[3:]]
     assert [r[0] for r in printed] == ["1", "3", "20"]
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text())["rows"]
     assert [r["batch"] for r in rows] == [1, 3, 20]
     for r in rows:
         parts = [r[f"{p}_ms"] for p in PARTS]

