@@ -45,8 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--burstiness", type=float, default=1.0, help="CV of the arrival gaps (1 = Poisson)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mode", choices=("real", "sim"), default="sim")
-    p.add_argument("--cost-model", default="cpu_smollm2", help="sim: a preset in minivllm/sim/presets or a .json")
-    p.add_argument("--threads", type=int, help="real mode: torch.set_num_threads (default: torch's own)")
+    p.add_argument(
+        "--cost-model",
+        default="cpu_smollm2",
+        help="sim: a preset in minivllm/sim/presets or a .json; a CPU preset stands for this machine's local fit "
+        "when one is cached (python -m minivllm.sim.calibrate --local), else the stored one, with a warning",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="real mode: torch.set_num_threads (default: torch's own); sim mode: the torch threads of the "
+        "local CPU fit to use (default 1)",
+    )
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...", help="repeatable: a grid")
     p.add_argument("--output-json")
     p.add_argument("--output-csv")
@@ -89,10 +99,10 @@ def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple
 
     kwargs = engine_kwargs(args, point)
     if args.mode == "sim":
-        from minivllm.sim.cost_model import CostModel
+        from minivllm.sim.local_fit import resolve_cost_model
         from minivllm.sim.sim_runner import SimRunner
 
-        cost_model = CostModel.from_preset(point.get("cost_model", args.cost_model))
+        cost_model = resolve_cost_model(point.get("cost_model", args.cost_model), args.threads or 1)
         vocab, max_len, loaded = cost_model.vocab_size, cost_model.max_model_len, None
 
         def make_runner(config: EngineConfig) -> SimRunner:

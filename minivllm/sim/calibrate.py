@@ -2,7 +2,11 @@
 
 ``python -m minivllm.sim.calibrate --calibrate OUT.json`` runs repeated offline scenes on the real
 model, takes each step's median time, and fits the coefficients with
-:func:`minivllm.sim.cost_model.calibrate` (held-out error reported in the preset's ``meta``).
+:func:`minivllm.sim.cost_model.calibrate` (held-out error reported in the preset's ``meta``). The fit
+records the machine it was measured on in ``meta["fingerprint"]`` (:mod:`minivllm.sim.fingerprint`).
+
+``python -m minivllm.sim.calibrate --local`` is the same measurement at one torch thread timed in process
+CPU time, written to this machine's cache (:mod:`minivllm.sim.local_fit`), where ``bench --mode sim`` finds it.
 """
 
 from __future__ import annotations
@@ -10,14 +14,19 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from minivllm.cli.engine_args import build_engine
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.sim.cost_model import PRESET_DIR, CostModel, StepSample, StepShape, calibrate, shapes_from_steps
+from minivllm.sim.fingerprint import default_clock, machine_fingerprint
+from minivllm.sim.local_fit import local_fit_path
 
 
 def calibration_scenes() -> list[dict[str, Any]]:
@@ -102,14 +111,28 @@ def _cpu_name() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Calibrate a CPU cost-model preset from real ModelRunner steps.")
-    parser.add_argument("--calibrate", metavar="OUT.json", default=str(PRESET_DIR / "cpu_smollm2.json"))
+    parser.add_argument("--calibrate", metavar="OUT.json", help="default: the package's presets/cpu_MODEL.json")
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="write this machine's fit to its cache ($MINIVLLM_CACHE/sim), where bench --mode sim finds it; "
+        "default --threads 1 --clock cpu",
+    )
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--repeats", type=int, default=3, help="times each step is run (back to back)")
     parser.add_argument("--statistic", choices=("median", "min"), default="median", help="over the repeats")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: process time (1 thread)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), help="cpu: process time (1 thread); default wall")
     parser.add_argument("--refit", metavar="PRESET", help="refit on the times stored in a preset; runs nothing")
     args = parser.parse_args(argv)
+    if args.local and args.calibrate:
+        parser.error("--local writes to this machine's cache: give it or --calibrate OUT.json, not both")
+    if args.local and args.refit:
+        parser.error("--local measures this machine: it cannot be combined with --refit")
+    if args.local:
+        args.threads = args.threads or 1
+        args.clock = args.clock or default_clock(args.threads)
+    args.clock = args.clock or "wall"
     import torch
 
     if args.threads:
@@ -146,8 +169,8 @@ def main(argv: list[str] | None = None) -> None:
             "repeats": args.repeats,
             "load_average_after": os.getloadavg()[0],
             "measure_seconds": round(time.perf_counter() - t0, 1),
-            "command": "python -m minivllm.sim.calibrate --threads 1 --clock cpu "
-            "--calibrate minivllm/sim/presets/cpu_smollm2.json",
+            "command": "python -m minivllm.sim.calibrate " + shlex.join(sys.argv[1:] if argv is None else argv),
+            "fingerprint": machine_fingerprint(torch.get_num_threads(), args.clock).to_dict(),
             "refit": "python -m minivllm.sim.calibrate --refit cpu_smollm2 --statistic min --calibrate OUT.json",
         }
     pick = statistics.median if args.statistic == "median" else min
@@ -160,7 +183,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     meta["samples"] = [[s.shape, s.duration, times] for s, (_, times) in zip(samples, measured)]
     model.meta = {**meta, "statistic": args.statistic, "calibration": report.to_dict()}
-    model.save(args.calibrate)
+    if args.local:
+        out = local_fit_path(f"cpu_{args.model}", machine_fingerprint(torch.get_num_threads(), args.clock))
+        out.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        out = Path(args.calibrate or PRESET_DIR / f"cpu_{args.model}.json")
+    model.save(out)
+    print(f"wrote {out}")
     print(f"{len(samples)} steps; held-out median APE {report.median_ape:.1f}%, p90 {report.p90_ape:.1f}%")
     print({k: v for k, v in model.to_dict().items() if k != "meta"})
 
