@@ -26,6 +26,19 @@ from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
 
 # Every engine flag, except where a run flag has the name: --seed is the workload's seed (the model's stays 0).
 ENGINE_FLAGS = tuple(name for name in ENGINE_ARGS if name not in RUN_FLAGS)
+# --scheduler-cls, as vLLM's EngineArgs names it (vLLM takes any dotted path; here the two schedulers there are)
+SCHEDULERS = ("minivllm.core.scheduler.Scheduler", "minivllm.baselines.PrefillFirstScheduler")
+
+
+def scheduler_class(name: str) -> Any:
+    """The class for a --scheduler-cls value: the V1 Scheduler, or V0's prefill-first policy (a baseline)."""
+    if name == SCHEDULERS[1]:
+        from minivllm.baselines import PrefillFirstScheduler
+
+        return PrefillFirstScheduler
+    from minivllm.core.scheduler import Scheduler
+
+    return Scheduler
 
 
 def _bool(text: str) -> bool:
@@ -44,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-rate", type=float, default=math.inf, help="requests/s; inf = all at t=0")
     p.add_argument("--burstiness", type=float, default=1.0, help="CV of the arrival gaps (1 = Poisson)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--scheduler-cls",
+        choices=SCHEDULERS,
+        default=SCHEDULERS[0],
+        help="the V1 scheduler, or vLLM V0's default policy (prefill-only steps; needs --no-enable-chunked-prefill)",
+    )
     p.add_argument("--mode", choices=("real", "sim"), default="sim")
     p.add_argument(
         "--cost-model",
@@ -93,10 +112,8 @@ def _flag_error(parser: argparse.ArgumentParser, err: Exception) -> None:
     parser.error(f"{flag_name(alias.get(found, found)) if found else '--workload'}: {msg}")
 
 
-def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple, Any], progress: Any) -> dict:
-    """Build one engine for this sweep point, run the workload, summarise the trace."""
-    from minivllm.metrics.summary import summarize
-
+def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple, Any]) -> tuple[Any, Any, Any]:
+    """One sweep point's engine, its workload and its intake (``LLMEngine.run(intake=...)``; None: none)."""
     kwargs = engine_kwargs(args, point)
     if args.mode == "sim":
         from minivllm.sim.local_fit import resolve_cost_model
@@ -104,6 +121,7 @@ def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple
 
         cost_model = resolve_cost_model(point.get("cost_model", args.cost_model), args.threads or 1)
         vocab, max_len, loaded = cost_model.vocab_size, cost_model.max_model_len, None
+        intake = cost_model.intake()
 
         def make_runner(config: EngineConfig) -> SimRunner:
             spec = config.speculative_config.num_speculative_tokens
@@ -113,14 +131,24 @@ def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple
         key = (mc.model, mc.device, mc.dtype)
         if key not in cache:  # loaded once, shared by every sweep point (as ModelRunner would load it)
             cache[key] = load_engine_model(*key)
-        loaded, make_runner = cache[key], None
+        loaded, make_runner, intake = cache[key], None, None
         vocab, max_len = loaded.arch.vocab_size, loaded.arch.max_position_embeddings
     kwargs.setdefault("max_model_len", min(max_len, DEFAULT_MAX_MODEL_LEN))
-    engine = build_engine(make_runner, loaded, **kwargs)
+    engine = build_engine(make_runner, loaded, scheduler_class(args.scheduler_cls), **kwargs)
     workload = load_workload(args, point, vocab, engine.config.scheduler_config.max_model_len)
+    return engine, workload, intake
+
+
+def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple, Any], progress: Any) -> dict:
+    """Build one engine for this sweep point, run the workload, summarise the trace."""
+    from minivllm.metrics.summary import summarize
+
+    engine, workload, intake = build_point(args, point, cache)
+    kwargs = engine_kwargs(args, point)
+    kwargs.setdefault("max_model_len", engine.config.scheduler_config.max_model_len)
     on_step = (lambda e: progress.update(len(e.trace.steps[-1].finished))) if progress is not None else None
     t0 = time.perf_counter()
-    engine.run(workload.requests, on_step=on_step)
+    engine.run(workload.requests, on_step=on_step, intake=intake)
     wall = time.perf_counter() - t0
     metrics = summarize(engine.trace).to_dict()
     metrics.update(wall_time_s=wall, requests_per_wall_s=len(workload.requests) / wall if wall > 0 else math.nan)
@@ -145,7 +173,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for point in points:  # reject bad values before any engine runs
         kwargs = engine_kwargs(args, point)
         try:
-            EngineConfig.from_kwargs(**kwargs)
+            config = EngineConfig.from_kwargs(**kwargs)
+            if args.scheduler_cls == SCHEDULERS[1] and config.scheduler_config.enable_chunked_prefill:
+                parser.error(f"--scheduler-cls {SCHEDULERS[1]} never splits a prompt: add --no-enable-chunked-prefill")
             max_len = kwargs.get("max_model_len") or DEFAULT_MAX_MODEL_LEN
             total += len(load_workload(args, point, 49152, max_len).requests)
         except (ValueError, OSError) as e:

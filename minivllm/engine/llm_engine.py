@@ -283,18 +283,28 @@ class LLMEngine:
         return text
 
     # ------------------------------------------------------------------ a whole workload
-    def run(self, requests: Iterable[Any], max_steps: int | None = None, on_step: Any | None = None) -> None:
+    def run(
+        self,
+        requests: Iterable[Any],
+        max_steps: int | None = None,
+        on_step: Any | None = None,
+        intake: Callable[[list[float]], list[float]] | None = None,
+    ) -> None:
         """Replay timed requests (objects with request_id, arrival_time, prompt_token_ids,
         sampling_params and optional priority) until all are done. Arrival times are seconds from
-        now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival."""
+        now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival.
+        ``intake`` (simulator: an API server in front, ``minivllm.sim.intake``) maps the sorted arrival
+        times to the later times the engine gets each request; latencies still count from arrival."""
         start = self.clock.now()
         pending = sorted(requests, key=lambda r: r.arrival_time)
+        arrivals = [r.arrival_time for r in pending]
+        ready = arrivals if intake is None else intake(arrivals)
         i = steps = 0
         while i < len(pending) or self.has_unfinished_requests():
             if not self.has_unfinished_requests():
-                self.clock.wait_until(start + pending[i].arrival_time)
+                self.clock.wait_until(start + ready[i])
             now = self.clock.now()
-            while i < len(pending) and start + pending[i].arrival_time <= now:
+            while i < len(pending) and start + ready[i] <= now:
                 r = pending[i]
                 self.add_request(
                     r.request_id,

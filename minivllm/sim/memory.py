@@ -41,6 +41,7 @@ class MemoryModel:
     activation_bytes_per_token: int  # grows with max_num_batched_tokens (the dummy batch)
     activation_bytes_per_seq: int  # grows with max_num_seqs (logits of the dummy requests)
     gpu_memory_utilization: float = 0.9  # vLLM's CacheConfig default
+    other_bytes: int = 0  # non-torch memory vLLM also subtracts (CUDA context, cuBLAS / NCCL workspaces)
 
     def activation_peak(self, max_num_batched_tokens: int, max_num_seqs: int) -> int:
         """Activation bytes of the profiling run: the dummy batch plus one logits row per dummy request."""
@@ -50,12 +51,14 @@ class MemoryModel:
     def kv_cache_bytes(self, max_num_batched_tokens: int, max_num_seqs: int) -> int:
         """Bytes left for the KV cache; ValueError naming the budget when nothing is left."""
         budget = int(self.gpu_memory_bytes * self.gpu_memory_utilization)
-        left = budget - self.weights_bytes - self.activation_peak(max_num_batched_tokens, max_num_seqs)
+        activations = self.activation_peak(max_num_batched_tokens, max_num_seqs)
+        left = budget - self.weights_bytes - self.other_bytes - activations
         if left <= 0:
             raise ValueError(
                 f"{self.name}: no memory left for the KV cache with max_num_batched_tokens={max_num_batched_tokens} "
-                f"(budget {budget / GiB:.2f} GiB, weights {self.weights_bytes / GiB:.2f} GiB, activations "
-                f"{self.activation_peak(max_num_batched_tokens, max_num_seqs) / GiB:.2f} GiB)."
+                f"(budget {budget / GiB:.2f} GiB, weights {self.weights_bytes / GiB:.2f} GiB, other "
+                f"{self.other_bytes / GiB:.2f} GiB, activations "
+                f"{activations / GiB:.2f} GiB)."
             )
         return left
 

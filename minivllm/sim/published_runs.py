@@ -81,10 +81,12 @@ class PublishedRun:
     settings: SchedulerSettings
     workload: RunWorkload
     metrics: dict[str, float]  # published values: name = statistic + unit (see the module docstring)
-    preset: str  # the closest cost-model preset in minivllm/sim/presets (it stands in for the model)
-    replay: dict[str, Any] = field(default_factory=dict)  # engine flags (config field names) for the simulator
+    preset: str  # the cost-model preset in minivllm/sim/presets for this model and GPU
+    replay: dict[str, Any] = field(default_factory=dict)  # bench flags (config field names) for the simulator
     replay_notes: str = ""
     notes: str = ""
+    client: str = "benchmark_latency"  # or "benchmark_serving": how the metrics were computed (sim_validation)
+    first_token_s: float | None = None  # the run's fastest first token (per-request TTFTs): the intake's cost
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -147,7 +149,8 @@ _VLLM_LATENCY_SETTINGS = SchedulerSettings(
 _VLLM_LATENCY_REPLAY = {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "enable_chunked_prefill": True}
 _VLLM_LATENCY_REPLAY_NOTES = (
     "8 x 32 = 256 prompt tokens fit one step under any budget, so the replay's scheduler values (vLLM defaults: "
-    "max_num_seqs 256, a 2048-token budget) do not change the schedule; latency_avg_ms = the time from t = 0 to "
+    "max_num_seqs 256, a 2048-token budget) do not change the schedule; offline LLM.generate, so no API-server "
+    "intake; latency_avg_ms = the time from t = 0 to "
     "the last of the 8 requests finishing (benchmark_latency.py times one llm.generate over the batch)"
 )
 _LAMBDA = "Lambda vLLM benchmark, github.com/LambdaLabsML/vllm-benchmark "
@@ -159,11 +162,22 @@ _LAMBDA_NOTES = (
     "context, budget max(max_model_len, 2048)); num-scheduler-steps not passed to the server by benchmark.py"
 )
 _LAMBDA_REPLAY_NOTES = (
+    "vLLM 0.6.0's V0 scheduler (minivllm.baselines.PrefillFirstScheduler: whole prompts in prefill-only steps), "
     "max_num_seqs 256 (benchmark.sh's default), chunked prefill off and a 2048-token budget (vLLM 0.6.0's "
-    "defaults for this context length): assumed, not recorded; the 320 recorded (prompt, output) lengths, all "
-    "at t = 0 (--request-rate inf), output 0 replayed as 1 token; prefix caching stays on but random token ids "
-    "never hit"
+    "defaults for this context length), gpu_memory_utilization 0.95: assumed, not recorded; the 320 recorded "
+    "(prompt, output) lengths, all at t = 0 (--request-rate inf), output 0 replayed as 1 token and, as "
+    "benchmark_serving.py counts it (no text ever arrived), TTFT 0 and no TPOT; the API server's intake "
+    "(minivllm.sim.intake) from the run's fastest first token (first_token_s) less the first prefill step, over "
+    "320 requests; prefix caching stays on but random token ids never hit; multi-step scheduling is not "
+    "modelled (the file's inter-token gaps come in ~10-token bursts, as with --num-scheduler-steps 10)"
 )
+_LAMBDA_REPLAY = {
+    "scheduler_cls": "minivllm.baselines.PrefillFirstScheduler",
+    "max_num_seqs": 256,
+    "max_num_batched_tokens": 2048,
+    "enable_chunked_prefill": False,
+    "gpu_memory_utilization": 0.95,
+}
 _LAMBDA_VERSION = "0.6.0 (issue 19; the result file records no version; it is dated 2024-09-07, after v0.6.0)"
 
 
@@ -189,7 +203,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         settings=_VLLM_LATENCY_SETTINGS,
         workload=RunWorkload("8 requests x 32 prompt / 128 output tokens, one batch", 8, prompt_len=32, output_len=128),
         metrics={"latency_avg_ms": 1585.0},
-        preset="llama2_7b_a100",
+        preset="llama3_8b_a100",
         replay=_VLLM_LATENCY_REPLAY,
         replay_notes=_VLLM_LATENCY_REPLAY_NOTES,
         notes="vLLM version and the date of the value are unknown (issue 19 quotes it without either)",
@@ -204,7 +218,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         settings=_VLLM_LATENCY_SETTINGS,
         workload=RunWorkload("8 requests x 32 prompt / 128 output tokens, one batch", 8, prompt_len=32, output_len=128),
         metrics={"latency_avg_ms": 997.0},
-        preset="llama2_7b_h100",
+        preset="llama3_8b_h100",
         replay=_VLLM_LATENCY_REPLAY,
         replay_notes=_VLLM_LATENCY_REPLAY_NOTES,
         notes="vLLM version and the date of the value are unknown (issue 19 quotes it without either)",
@@ -227,14 +241,11 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
             "duration_s": 21.038,
             "output_throughput_tok_s": 3107.5,
         },
-        preset="llama2_7b_a100",
-        replay={
-            "max_num_seqs": 256,
-            "max_num_batched_tokens": 2048,
-            "enable_chunked_prefill": False,
-            "max_model_len": 2000,
-        },
+        preset="llama3_8b_a100",
+        replay={**_LAMBDA_REPLAY, "max_model_len": 2000},
         replay_notes=_LAMBDA_REPLAY_NOTES,
+        client="benchmark_serving",
+        first_token_s=1.2654,  # min of the file's ttfts over requests with text
     ),
     PublishedRun(
         name="lambda_sharegpt320_llama3_8b_h100",
@@ -254,14 +265,11 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
             "duration_s": 10.840,
             "output_throughput_tok_s": 6026.6,
         },
-        preset="llama2_7b_h100",
-        replay={
-            "max_num_seqs": 256,
-            "max_num_batched_tokens": 2048,
-            "enable_chunked_prefill": False,
-            "max_model_len": 2048,
-        },
+        preset="llama3_8b_h100",
+        replay={**_LAMBDA_REPLAY, "max_model_len": 2048},
         replay_notes=_LAMBDA_REPLAY_NOTES,
+        client="benchmark_serving",
+        first_token_s=0.8144,  # min of the file's ttfts over requests with text
     ),
 )
 

@@ -123,7 +123,9 @@ def simulate(
             raise _Stop(f"Stuck at step {last.step}: no request could be scheduled{who}.")
 
     try:
-        engine.run(requests, max_steps=max_steps, on_step=check)
+        runner = engine.model_runner
+        intake = runner.cost_model.intake() if isinstance(runner, SimRunner) else None
+        engine.run(requests, max_steps=max_steps, on_step=check, intake=intake)
     except _Stop as stop:
         return SimResult(engine, str(stop))
     except ValueError as e:  # a request the engine rejects (too long for max_model_len, ...)

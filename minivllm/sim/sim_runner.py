@@ -15,7 +15,7 @@ from __future__ import annotations
 from minivllm.config import EngineConfig
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.sim.clock import VirtualClock
-from minivllm.sim.cost_model import CostModel, step_shape
+from minivllm.sim.cost_model import TERMS, CostModel, step_shape
 from minivllm.worker.base import Tokenizer
 from minivllm.worker.fake_runner import FakeModelRunner
 
@@ -42,13 +42,23 @@ class SimRunner:
         self.clock = VirtualClock()
         self.num_steps = 0
         self.busy_time = 0.0  # virtual seconds spent in steps (the rest is idle waiting for arrivals)
+        self.term_time = dict.fromkeys(TERMS, 0.0)  # busy time by cost-model term (CostModel.terms)
 
     def determine_num_blocks(self) -> int:
-        """The config's num_gpu_blocks if set, else the cost model's KV capacity in blocks."""
-        cc = self.config.cache_config if self.config is not None else None
-        if cc is not None and cc.num_gpu_blocks is not None:
+        """The config's num_gpu_blocks if set, else the cost model's KV capacity in blocks: with a memory
+        model, what vLLM's profiling run at this budget, max_num_seqs and gpu_memory_utilization leaves."""
+        if self.config is None:
+            return self.cost_model.num_blocks(16)
+        cc, sc = self.config.cache_config, self.config.scheduler_config
+        if cc.num_gpu_blocks is not None:
             return cc.num_gpu_blocks
-        return self.cost_model.num_blocks(cc.block_size if cc is not None else 16)
+        return self.cost_model.num_blocks(
+            cc.block_size, sc.max_num_batched_tokens, sc.max_num_seqs, cc.gpu_memory_utilization
+        )
+
+    def term_shares(self) -> dict[str, float]:
+        """Each cost-model term's share of the busy time (0 when nothing ran)."""
+        return {k: v / self.busy_time if self.busy_time > 0 else 0.0 for k, v in self.term_time.items()}
 
     def initialize_kv_cache(self, num_blocks: int) -> None:
         """Nothing to allocate: the simulator holds no tensors."""
@@ -57,7 +67,10 @@ class SimRunner:
         self.tokens.roll_back(num_tokens)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
-        dt = self.cost_model.step_time(step_shape(scheduler_output))
+        shape = step_shape(scheduler_output)
+        dt = self.cost_model.step_time(shape)
+        for k, v in self.cost_model.terms(shape).items():
+            self.term_time[k] += v
         result = self.tokens.execute_model(scheduler_output)
         self.clock.advance(dt)
         self.num_steps += 1

@@ -152,3 +152,22 @@ def test_real_mode_smoke_on_the_tiny_model(tiny_qwen2, tmp_path, capsys):
     assert [r["metrics"]["num_completed"] for r in results] == [3, 3]
     assert results[0]["metrics"]["num_steps"] > results[1]["metrics"]["num_steps"]
     assert all(r["metrics"]["wall_time_s"] > 0 for r in results)
+
+
+def test_scheduler_cls_runs_v0s_prefill_first_policy_and_refuses_chunking(capsys):
+    flags = [*SIM, "--num-prompts", "12", "--request-rate", "20", "--max-model-len", "1024"]
+
+    def steps(extra: list[str]) -> list:
+        engine, workload, _ = bench.build_point(bench.build_parser().parse_args([*flags, *extra]), {}, {})
+        engine.run(workload.requests)
+        return engine.trace.steps
+
+    def mixed(s) -> bool:
+        return bool(s.prefill_tokens and s.decode_tokens)
+
+    assert any(mixed(s) for s in steps(["--no-enable-chunked-prefill"]))  # V1 mixes prefills into decode steps
+    v0 = steps(["--scheduler-cls", bench.SCHEDULERS[1], "--no-enable-chunked-prefill"])
+    assert not any(mixed(s) for s in v0) and any(s.decode_tokens for s in v0)  # V0: prefill-only steps
+    with pytest.raises(SystemExit):
+        bench.main([*flags, "--scheduler-cls", bench.SCHEDULERS[1]])
+    assert "never splits a prompt: add --no-enable-chunked-prefill" in capsys.readouterr().err

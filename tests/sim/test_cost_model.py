@@ -11,6 +11,7 @@ from minivllm.sampling_params import SamplingParams
 from minivllm.sim.clock import VirtualClock
 from minivllm.sim.cost_model import (
     COEFFICIENTS,
+    TERMS,
     CostModel,
     StepSample,
     calibrate,
@@ -96,19 +97,23 @@ def test_presets_load_with_their_sources_and_unknown_names_list_them():
         CostModel.from_dict({"name": "x", "flops": 1})
 
 
-@pytest.mark.parametrize("name", ["llama2_7b_a100", "llama2_7b_h100"])
-def test_gpu_presets_reproduce_their_published_anchors(name):
+@pytest.mark.parametrize("name", ["llama2_7b_a100", "cpu_smollm2", "llama3_8b_h100"])
+def test_the_terms_sum_to_the_step_time(name):
     m = CostModel.from_preset(name)
-    for a in m.meta["anchors_non_attention"]:  # Vidur's measured non-attention time per step (Vidur, arXiv:2405.05465)
-        linear_only = CostModel(**{**m.to_dict(), "attn_pair_s": 0.0, "kv_read_s_per_byte": 0.0})
-        assert linear_only.step_time([(a["tokens"], 0)]) * 1e3 == pytest.approx(a["published_ms"], rel=0.15)
-    # piggybacking (SARATHI §4.3): 3 decodes riding on a 1021-token chunk cost little
-    alone, mixed = m.step_time([(1024, 0)]), m.step_time([(1021, 0)] + [(1, 1024)] * 3)
-    assert mixed / alone < 1.05
-    # a decode alone costs several times more per token than piggybacked (SARATHI Table 2: 12.49 vs 1.2 ms;
-    # without GQA the decodes' KV reads stay, so the gap is smaller than Sarathi-Serve's ~80x on Yi-34B)
-    decode_only = m.step_time([(1, 1024)] * 4)
-    assert decode_only / 4 > 5 * (mixed - m.step_time([(1021, 0)])) / 3
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        shape = [(int(rng.integers(1, 600)), int(rng.integers(0, 3000))) for _ in range(int(rng.integers(1, 9)))]
+        terms = m.terms(shape)
+        assert set(terms) == set(TERMS) and min(terms.values()) >= 0
+        assert sum(terms.values()) == pytest.approx(m.step_time(shape), rel=1e-12)
+    assert m.terms([]) == dict.fromkeys(TERMS, 0.0)
+
+
+def test_a_linear_profile_is_read_at_the_next_profiled_count_and_extended_by_its_last_slope():
+    m = CostModel(linear_profile=[[1, 1.0], [64, 2.0], [128, 4.0]], overhead_s=0.5)
+    assert [m.profiled_linear(t) for t in (1, 2, 64, 65, 128)] == [1.0, 2.0, 2.0, 4.0, 4.0]
+    assert m.profiled_linear(192) == pytest.approx(4.0 + 2.0 / 64 * 64)
+    assert m.step_time([(65, 0)]) == pytest.approx(4.5) and CostModel().profiled_linear(10) == 0.0
 
 
 def test_shapes_rebuilt_from_the_trace_equal_the_scheduler_outputs():

@@ -62,9 +62,23 @@ def test_each_step_lasts_what_the_cost_model_says():
     for step, shape in zip(engine.trace.steps, shapes_from_steps(engine.trace.steps)):
         assert step.duration == pytest.approx(A100.step_time(shape), rel=1e-12)
     assert engine.model_runner.busy_time == pytest.approx(sum(s.duration for s in engine.trace.steps))
-    # calibrate() reads StepRecords directly and finds the model that priced them
+    shares = engine.model_runner.term_shares()  # where the busy time went, by cost-model term
+    assert sum(shares.values()) == pytest.approx(1.0) and shares["linear"] > 0.5 and min(shares.values()) > 0
+    # calibrate() reads StepRecords directly and finds the (closed-form) model that priced them
+    closed = CostModel(
+        overhead_s=8e-3,
+        per_token_s=6e-5,
+        ridge_tokens=64,
+        per_request_s=2e-5,
+        attn_pair_s=7e-12,
+        kv_read_s_per_byte=6e-13,
+        kv_bytes_per_token=A100.kv_bytes_per_token,
+        kv_cache_bytes=10**11,
+    )
+    engine = sim_engine(closed, max_num_batched_tokens=256)
+    engine.run(make_workload("azure_conv", 12, rate=2.0, seed=0, vocab_size=32000, max_model_len=4096).requests)
     fitted, report = calibrate(engine.trace.steps, CostModel(kv_bytes_per_token=A100.kv_bytes_per_token))
-    assert report.median_ape < 0.1 and fitted.per_token_s == pytest.approx(A100.per_token_s, rel=0.05)
+    assert report.median_ape < 0.1 and fitted.per_token_s == pytest.approx(closed.per_token_s, rel=0.05)
 
 
 def test_virtual_time_jumps_to_the_next_arrival_when_idle():
@@ -81,8 +95,16 @@ def test_virtual_time_jumps_to_the_next_arrival_when_idle():
 
 
 def test_kv_capacity_comes_from_the_cost_model_unless_the_config_sets_it():
-    assert sim_engine().config.cache_config.num_gpu_blocks == A100.kv_cache_bytes // (A100.kv_bytes_per_token * 16)
-    assert sim_engine(block_size=32).config.cache_config.num_gpu_blocks == A100.num_blocks(32)
+    # the preset's memory model: what vLLM's profiling run at this budget, max_num_seqs and utilisation leaves
+    mem = A100.memory_model()
+    assert mem is not None
+    assert sim_engine().config.cache_config.num_gpu_blocks == mem.num_blocks(512, 32, 16)
+    assert sim_engine(block_size=32).config.cache_config.num_gpu_blocks == A100.num_blocks(32, 512, 32)
+    big, small = sim_engine(max_num_batched_tokens=16384), sim_engine(gpu_memory_utilization=0.5)
+    assert big.config.cache_config.num_gpu_blocks < sim_engine().config.cache_config.num_gpu_blocks  # activations
+    assert small.config.cache_config.num_gpu_blocks < sim_engine().config.cache_config.num_gpu_blocks / 2
+    fixed = CostModel(name="fixed", per_token_s=1e-3, kv_bytes_per_token=1000, kv_cache_bytes=16_000_000)
+    assert sim_engine(fixed, max_model_len=1024).config.cache_config.num_gpu_blocks == 1000  # no memory: the bytes
     assert sim_engine(num_gpu_blocks=77, max_model_len=1024).config.cache_config.num_gpu_blocks == 77
     with pytest.raises(ValueError, match="has no KV capacity"):
         sim_engine(CostModel(name="bare", per_token_s=1e-3))

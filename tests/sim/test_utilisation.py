@@ -28,10 +28,12 @@ def test_a100_preset_decodes_are_memory_bound_and_big_chunks_reach_its_mfu():
     decode = step_utilisation(A100, [(1, 1000)] * 64)
     small, big = step_utilisation(A100, [(64, 0)]), step_utilisation(A100, [(4096, 0)])
     assert decode < 0.15 < small < big
-    assert big == pytest.approx(0.72, abs=0.03)  # the MFU the preset's per_token_s was priced at
+    # Vidur's linear profile reaches ~64% of peak at 4096 tokens; attention at 23% of peak pulls the step lower
+    linear = A100.flops_per_token * 4096 / (A100.profiled_linear(4096) * A100.peak_flops)
+    assert 0.6 < linear < 0.7 and 0.45 < big < linear
     assert A100.peak_flops == 312e12 and A100.flops_per_token == pytest.approx(2 * 6.476e9)
     for key in ("peak_flops", "flops_per_token", "attn_flops_per_pair"):
-        assert A100.meta[key]  # each number's source
+        assert A100.meta["terms"][key]  # each number's source
 
 
 def run(budget: int):
@@ -52,4 +54,5 @@ def test_trace_utilisation_is_flops_over_busy_time_and_rises_then_levels_off():
     flops = sum(step_flops(A100, s) for s in shapes_from_steps(steps))
     assert trace_utilisation(A100, steps) == pytest.approx(flops / (busy * A100.peak_flops), rel=1e-9)
     u = [trace_utilisation(A100, e.trace.steps) for e in engines.values()]
-    assert u[0] < 0.5 * u[1] and u[2] == pytest.approx(u[1], rel=0.05) and u[2] < 0.72  # 16 -> 256 -> 1024
+    # 16 -> 256 -> 1024: rises, then a plateau (the profile's tile steps move it a few percent either way)
+    assert u[0] < 0.5 * u[1] and u[2] == pytest.approx(u[1], rel=0.1) and u[2] < 0.7
