@@ -45,6 +45,7 @@ from minivllm.sim.memory import MemoryModel
 PRESET_DIR = Path(__file__).resolve().parent / "presets"  # package data (pyproject.toml)
 COEFFICIENTS = ("overhead_s", "per_token_s", "per_request_s", "attn_pair_s", "kv_read_s_per_byte")
 TERMS = ("host", "linear", "attention", "kv_read")  # CostModel.terms: where a step's time goes
+PROFILE_GAP = 64  # a linear profile is read as steps where its counts are at most this far apart
 StepShape = list[tuple[int, int]]  # (query_len, context_len) per scheduled request
 
 
@@ -112,16 +113,21 @@ class CostModel:
         return float(self.features(shape) @ self.coefficients) + extra
 
     def profiled_linear(self, tokens: int) -> float:
-        """``linear_profile`` at the smallest profiled token count >= tokens (beyond the table: its last
-        slope); 0 without a profile."""
+        """``linear_profile`` at the smallest profiled token count >= tokens (a step, as the kernels' tiles are),
+        linearly interpolated where the table skips more than PROFILE_GAP tokens; beyond the table, its last
+        entry plus the slope over the table's upper half (compute bound there); 0 without a profile."""
         table = self.linear_profile
         if not table:
             return 0.0
-        i = bisect.bisect_left(self._profile_tokens(), tokens)
+        counts = self._profile_tokens()
+        i = bisect.bisect_left(counts, tokens)
         if i < len(table):
-            return float(table[i][1])
-        (t0, s0), (t1, s1) = table[-2], table[-1]
-        return float(s1 + (s1 - s0) / (t1 - t0) * (tokens - t1))
+            if i == 0 or counts[i] - counts[i - 1] <= PROFILE_GAP:
+                return float(table[i][1])
+            (t0, s0), (t1, s1) = table[i - 1], table[i]
+            return float(s0 + (s1 - s0) * (tokens - t0) / (t1 - t0))
+        (t1, s1), (t0, s0) = table[-1], table[max(0, bisect.bisect_right(counts, counts[-1] / 2) - 1)]
+        return float(s1 + (s1 - s0) / (t1 - t0) * (tokens - t1)) if t1 > t0 else float(s1)
 
     def _profile_tokens(self) -> list[float]:
         cached = self.__dict__.get("_tokens")

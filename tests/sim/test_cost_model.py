@@ -110,10 +110,13 @@ def test_the_terms_sum_to_the_step_time(name):
 
 
 def test_a_linear_profile_is_read_at_the_next_profiled_count_and_extended_by_its_last_slope():
-    m = CostModel(linear_profile=[[1, 1.0], [64, 2.0], [128, 4.0]], overhead_s=0.5)
-    assert [m.profiled_linear(t) for t in (1, 2, 64, 65, 128)] == [1.0, 2.0, 2.0, 4.0, 4.0]
+    m = CostModel(linear_profile=[[1, 1.0], [64, 2.0], [120, 3.9], [128, 4.0]], overhead_s=0.5)
+    assert [m.profiled_linear(t) for t in (1, 2, 64, 65, 128)] == [1.0, 2.0, 2.0, 3.9, 4.0]
+    # beyond the table: the slope over its upper half (64 -> 128), not the last, noisy, pair's
     assert m.profiled_linear(192) == pytest.approx(4.0 + 2.0 / 64 * 64)
-    assert m.step_time([(65, 0)]) == pytest.approx(4.5) and CostModel().profiled_linear(10) == 0.0
+    assert m.step_time([(65, 0)]) == pytest.approx(4.4) and CostModel().profiled_linear(10) == 0.0
+    gap = CostModel(linear_profile=[[8, 1.0], [16, 1.5], [1016, 10.0], [1024, 10.1]])  # counts 17..1015 missing
+    assert gap.profiled_linear(12) == 1.5 and gap.profiled_linear(516) == pytest.approx(1.5 + 8.5 / 2)
 
 
 def test_shapes_rebuilt_from_the_trace_equal_the_scheduler_outputs():
