@@ -83,9 +83,9 @@ A100 = GpuSpec(
     int(79.15 * GiB),
     0.75,
     {"llama2_7b": "vidur_a100_llama2_7b_mlp.csv", "llama3_8b": "vidur_a100_llama3_8b_mlp.csv"},
-    "A100-SXM4-80GB datasheet: 312 TFLOP/s dense BF16, 2.039 TB/s; 79.15 GiB is the total capacity CUDA "
-    "reports for an 80 GB A100; weight-read MBU 0.75 from Vidur's Llama-2-7B profile vs the roofline "
-    "(serving_facts section 4.6)",
+    "A100-SXM4-80GB datasheet: 312 TFLOP/s dense BF16, 2.039 TB/s; 79.15 GiB is the total capacity PyTorch "
+    "prints for an 80 GB A100 (its CUDA out-of-memory messages); weight-read MBU 0.75 from Vidur's "
+    "Llama-2-7B profile vs the roofline (serving_facts section 4.6)",
 )
 H100 = GpuSpec(
     "h100",
@@ -94,7 +94,8 @@ H100 = GpuSpec(
     int(79.11 * GiB),
     0.77,
     {"llama2_7b": "vidur_h100_llama2_7b_mlp.csv"},
-    "H100-SXM5-80GB datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s; 79.11 GiB as CUDA reports it; "
+    "H100-SXM5-80GB datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s; 79.11 GiB as PyTorch prints it for an "
+    "80 GB H100; "
     "weight-read MBU 0.77 from Vidur's Llama-2-7B H100 profile vs the roofline (serving_facts section 4.6)",
 )
 

@@ -3,9 +3,12 @@
 Each :class:`PublishedRun` writes down one run someone else made on a real GPU: where it is published, the vLLM
 version, model, GPU and tensor parallelism, the scheduler settings the source states (``None`` = not stated, with
 a note), the workload, and the published metric values under names that say the statistic and the unit
-(``latency_avg_ms``, ``median_e2e_s``, ``mean_ttft_s``, ``median_tpot_ms``, ...). ``replay`` holds the engine
+(``latency_avg_ms``, ``median_e2e_s``, ``mean_ttft_s``, ``median_tpot_ms``, ...). ``replay`` holds the bench
 flags :mod:`minivllm.benchmarks.sim_validation` runs the simulator with, each assumption beyond the source noted
-in ``replay_notes``. Nothing here is fitted: these are the targets a cost model is judged by.
+in ``replay_notes``; ``client`` says how the source computed its metrics and ``first_token_s`` is the run's
+fastest first token (what an API server's intake cost before the engine saw the burst). These are the targets
+the cost model is judged by; one of its terms (the host cost per request) is fitted to the A100 ShareGPT run,
+so that run is not held out for it (minivllm/sim/gpu_presets.py).
 
 Sources (read 2026-12-01):
 
@@ -31,11 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
-LLAMA3_8B_FACTS = {  # config.json of the model: 32 layers, 8 KV heads x 128 (GQA), vocab 128,256
-    "params": 8.03e9,
-    "kv_bytes_per_token": 2 * 32 * 8 * 128 * 2,  # K and V, 32 layers, 8 KV heads x 128, bf16
-    "attention": "GQA (32 query heads, 8 KV heads)",
-}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ step's shape, so a laptop replays GPU-scale serving in milliseconds. Mirrors
 Vidur's replica stage (``vidur/entities/execution_time.py`` priced by
 ``execution_time_predictor``) with vLLM V1's scheduler instead of Vidur's.
 
-Presets are fitted to real ModelRunner steps by :mod:`minivllm.sim.calibrate`.
+The CPU preset is fitted to real ModelRunner steps by :mod:`minivllm.sim.calibrate`; the GPU presets are built
+from published profiles by :mod:`minivllm.sim.gpu_presets`. ``term_shares`` says where the busy time went.
 """
 
 from __future__ import annotations
