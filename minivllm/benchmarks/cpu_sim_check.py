@@ -16,8 +16,8 @@ slows a step's wall time but not its CPU time. The real run is timed the same wa
 idle it jumps to the next arrival, as the simulator's virtual clock does (a Poisson workload leaves it idle
 between bursts). Its TTFT, ITL and E2E are then what a quiet machine would show, and the comparison checks
 the cost model, not the neighbours' load. The steps' wall / CPU time ratio is reported as a measure of that
-load; ``--clock wall`` runs the engine on its own wall clock (real sleeps) instead. Vidur validates its
-predictor the same way, against real runs of held-out traces (``vidur/`` README, "fidelity").
+load; ``--clock wall`` runs the engine on its own wall clock (real sleeps) instead. The Vidur paper (MLSys
+2024) checks its simulator's fidelity the same way: simulated vs real latency percentiles of whole traces.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from minivllm.metrics.summary import percentile, summarize
 from minivllm.metrics.trace import EngineTrace
 from minivllm.sim.cost_model import CostModel, samples_from_steps
 from minivllm.sim.fingerprint import default_clock, machine_fingerprint
-from minivllm.sim.local_fit import local_fit_command, resolve
+from minivllm.sim.local_fit import load_fit, local_fit_command, resolve
 from minivllm.sim.workload import Workload, make_workload
 
 METRICS = ("ttft_p50", "ttft_p90", "itl_p50", "itl_p99", "e2e_p50", "tpot_p50", "output_throughput")
@@ -130,7 +130,7 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     here = machine_fingerprint(args.threads, args.fit_clock)
     fits = {"stored": CostModel.from_preset(args.preset)}
     if args.local_fit:
-        fits["local"] = CostModel.from_preset(args.local_fit)
+        fits["local"] = load_fit(args.local_fit)
     else:
         res = resolve(args.preset, args.threads)
         if res.source != "local":
@@ -180,6 +180,7 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "rows": rows,
+        "real_steps": [[s.shape, s.duration] for s in samples_from_steps(real["trace"].steps)],  # shape, seconds
     }
 
 

@@ -31,12 +31,24 @@ from minivllm.sim.local_fit import local_fit_path
 
 def calibration_scenes() -> list[dict[str, Any]]:
     """Offline scenes (all requests at t=0) covering decode batches of 1..32 at short and long contexts,
-    prefill chunks of 32..1024 tokens after 0..1200 cached tokens, and mixed steps."""
-    scenes = []
+    prefill chunks of 32..2048 tokens after 0..1200 cached tokens, and mixed steps.
+
+    The last scene is what a server runs most under a conversational load: 2048-token steps (the default
+    budget) of prompt chunks with decodes riding along, then a decode batch of 16 requests at ~1,000-token
+    contexts that shrinks as they finish (staggered output lengths). Without it the batches of many requests
+    all had short contexts and those with long contexts had 4 requests, so the per-request and per-KV-byte
+    costs were told apart only by extrapolation (two fits on one machine disagreed 2x on the per-request
+    cost and priced such steps 5% and 18% low). Each request has its own context: a shared prefix (cheap to
+    prefill) is read from the CPU cache, one layer of it at a time, and prices KV reads too low."""
+    scenes: list[dict[str, Any]] = []
     for n, prompt, out in ((1, 64, 8), (4, 512, 10), (16, 128, 8), (32, 48, 6), (4, 1024, 4)):
         scenes.append(dict(budget=1024, seqs=n, prompts=[prompt + 7 * i for i in range(n)], max_tokens=[out] * n))
     for budget in (32, 256):  # a long prompt chunked while short requests decode alongside
         scenes.append(dict(budget=budget, seqs=8, prompts=[1200, 40, 60, 80, 100], max_tokens=[4, 16, 14, 12, 10]))
+    n = 16  # long-context decode batches after 2048-token mixed steps
+    scenes.append(
+        dict(budget=2048, seqs=n, prompts=[1024 + 7 * i for i in range(n)], max_tokens=[12 + i for i in range(n)])
+    )
     return scenes
 
 
@@ -44,10 +56,13 @@ class RepeatingRunner:
     """Wraps the real ModelRunner: runs every step ``repeats`` times back to back, restoring the runner's
     per-request mirror in between (greedy sampling, so the repeats are identical), and keeps the times
     read from ``clock`` (wall time, or ``time.process_time``: CPU time, robust to other processes when
-    torch runs one thread)."""
+    torch runs one thread). A step of more than ``once_above`` tokens runs once: seconds long, it is the
+    costliest to repeat and the least noisy in relative terms."""
 
-    def __init__(self, runner: Any, repeats: int, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.runner, self.repeats, self.timer = runner, repeats, clock
+    def __init__(
+        self, runner: Any, repeats: int, clock: Callable[[], float] = time.perf_counter, once_above: int = 1024
+    ) -> None:
+        self.runner, self.repeats, self.timer, self.once_above = runner, repeats, clock, once_above
         self.times: list[list[float]] = []
 
     def __getattr__(self, name: str) -> Any:  # loaded, device, determine_num_blocks, initialize_kv_cache
@@ -56,7 +71,7 @@ class RepeatingRunner:
     def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
         saved = {r: (s, list(s.token_ids), list(s.block_ids)) for r, s in self.runner.requests.items()}
         times = []
-        for i in range(self.repeats):
+        for i in range(self.repeats if sum(out.num_scheduled_tokens.values()) <= self.once_above else 1):
             if i:
                 self.runner.requests = {}
                 for r, (state, tokens, blocks) in saved.items():
@@ -153,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         a = loaded.arch
         base = CostModel(
-            name=f"cpu_{args.model}",
+            name=f"cpu_{Path(args.model).name}",
             kv_bytes_per_token=2 * a.num_layers * a.num_kv_heads * a.head_dim * 4,  # float32 on CPU
             kv_cache_bytes=1 << 30,  # ModelRunner's default CPU KV budget
             vocab_size=a.vocab_size,
@@ -177,17 +192,18 @@ def main(argv: list[str] | None = None) -> None:
     samples = [StepSample(shape, pick(times)) for shape, times in measured]
     model, report = calibrate(samples, base)
     meta["method"] = (
-        f"offline scenes (calibration_scenes), each step run {len(measured[0][1])} times back to back, "
+        f"offline scenes (calibration_scenes), each step run {len(measured[0][1])} times back to back "
+        "(steps of more than 1024 tokens once), "
         f"{args.statistic} of the times; fitted (least absolute relative error, IRLS) on a random 70% of the steps, "
         "errors on the other 30%. samples = [shape, fitted duration, all times]"
     )
     meta["samples"] = [[s.shape, s.duration, times] for s, (_, times) in zip(samples, measured)]
     model.meta = {**meta, "statistic": args.statistic, "calibration": report.to_dict()}
     if args.local:
-        out = local_fit_path(f"cpu_{args.model}", machine_fingerprint(torch.get_num_threads(), args.clock))
+        out = local_fit_path(model.name, machine_fingerprint(torch.get_num_threads(), args.clock))
         out.parent.mkdir(parents=True, exist_ok=True)
     else:
-        out = Path(args.calibrate or PRESET_DIR / f"cpu_{args.model}.json")
+        out = Path(args.calibrate or PRESET_DIR / f"{model.name}.json")
     model.save(out)
     print(f"wrote {out}")
     print(f"{len(samples)} steps; held-out median APE {report.median_ape:.1f}%, p90 {report.p90_ape:.1f}%")

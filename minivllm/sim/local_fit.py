@@ -12,8 +12,9 @@ tens of percent (issue 19: decode steps under-priced 16%, prompt steps over-pric
   preset, with ONE warning per process naming what differs and the command to run.
 * :func:`fit_status` is the same decision as a sentence, for a notebook cell to print.
 
-The first simulated use does not measure by itself: that would put ~3 minutes of real model steps, and
-machine-dependent numbers, inside a bench call, a CI test or a notebook whose stored outputs nbval compares.
+The first simulated use does not measure by itself: that would put minutes of real model steps (about 5
+with SmolLM2 on a 2-core EPYC), and machine-dependent numbers, inside a bench call, a CI test or a notebook
+whose stored outputs nbval compares.
 Set ``MINIVLLM_SIM_AUTOFIT=1`` to opt in: then a missing local fit is measured (by the command above, in a
 subprocess, so its thread setting stays there) before the first use. Vidur profiles each new device once
 and reuses the profile in the same way (``vidur/profiling/``, ``data/profiling/compute/<device>/``).
@@ -21,11 +22,13 @@ and reuses the profile in the same way (``vidur/profiling/``, ``data/profiling/c
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from minivllm.sim.cost_model import CostModel
@@ -47,7 +50,17 @@ def cache_dir() -> Path:
 
 
 def local_fit_path(preset: str, fingerprint: Fingerprint) -> Path:
-    return cache_dir() / f"{preset}-{fingerprint.key()}.json"
+    """``cache_dir()/<preset>-<fingerprint key>.json`` (a model given as a path: its folder's name)."""
+    name = re.sub(r"[^\w.-]", "_", Path(preset).name)
+    return cache_dir() / f"{name}-{fingerprint.key()}.json"
+
+
+def load_fit(path: str | Path) -> CostModel:
+    """A cached fit, read by this version of CostModel: a field it does not know is dropped when it is off (0,
+    empty: a term this fit never modelled), and a ValueError when it is set (the fit cannot be priced here)."""
+    d = json.loads(Path(path).read_text())
+    known = {f.name for f in fields(CostModel)}
+    return CostModel.from_dict({k: v for k, v in d.items() if k in known or v})
 
 
 def local_fit_command(preset: str = "cpu_smollm2", threads: int = 1) -> str:
@@ -71,7 +84,7 @@ class FitResolution:
     command: str = ""  # how to make a local fit
 
     def cost_model(self) -> CostModel:
-        return CostModel.from_preset(self.path or self.preset)
+        return load_fit(self.path) if self.source == "local" else CostModel.from_preset(self.path or self.preset)
 
     def message(self) -> str:
         """One paragraph: stored or local, what differs, the command."""
@@ -86,7 +99,7 @@ class FitResolution:
         why = "; ".join(self.differences)
         return (
             f"{self.preset}: using the stored fit (measured on {self.fit.describe()}), which differs from this "
-            f"machine: {why}. Its step times may be off here (issue 19). Fit this machine (~3 minutes, "
+            f"machine: {why}. Its step times may be off here (issue 19). Fit this machine (about 5 minutes, "
             f"cached for later runs): {self.command}"
         )
 
@@ -101,10 +114,15 @@ def resolve(preset: str = "cpu_smollm2", threads: int = 1) -> FitResolution:
         return FitResolution(preset, "given", "", None, None)
     here = machine_fingerprint(threads)
     path = local_fit_path(preset, here)
-    if path.is_file():
-        return FitResolution(preset, "local", str(path), here, here)
     command = local_fit_command(preset, threads)
-    return FitResolution(preset, "stored", "", here, fit, fit.differences(here), command)
+    differences = fit.differences(here)
+    if path.is_file():
+        try:
+            load_fit(path)
+            return FitResolution(preset, "local", str(path), here, here)
+        except ValueError as e:  # written by another version of CostModel (JSONDecodeError is a ValueError)
+            differences.append(f"the cached local fit {path} cannot be read ({e}); measure it again")
+    return FitResolution(preset, "stored", "", here, fit, differences, command)
 
 
 def fit_status(preset: str = "cpu_smollm2", threads: int = 1) -> str:

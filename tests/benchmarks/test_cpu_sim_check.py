@@ -43,6 +43,7 @@ def test_real_vs_stored_vs_local_rows(tiny_qwen2, tmp_path, capsys):
     assert result["workload"]["kind"] == "azure_conv" and result["workload"]["num_requests"] == 3
     assert result["engine"]["num_gpu_blocks"] > 0 and math.isfinite(result["steps_wall_over_cpu"])
     assert set(result["step_errors_pct"]) == {"stored", "local"}
+    assert 0 < len(result["real_steps"]) <= result["real_num_steps"] and all(d > 0 for _, d in result["real_steps"])
     text = capsys.readouterr().out
     assert "ttft_p90 ms" in text and "local err %" in text and local_fit_command() in text
 

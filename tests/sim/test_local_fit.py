@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,24 @@ def test_stored_fit_from_another_machine_warns_once(cache, monkeypatch):
     assert local_fit.fit_status() == res.message()
 
 
+def test_an_unreadable_cached_fit_is_not_used(cache):
+    path = local_fit.local_fit_path("cpu_smollm2", machine_fingerprint(1))
+    path.parent.mkdir(parents=True)
+    path.write_text('{"name": "cpu_smollm2", "a_field_of_another_version": 1}')  # set: cannot be priced here
+    res = local_fit.resolve("cpu_smollm2")
+    assert res.source == "stored" and "cannot be read" in res.differences[-1] and str(path) in res.message()
+    with pytest.warns(local_fit.LocalFitWarning, match="measure it again"):
+        local_fit.resolve_cost_model("cpu_smollm2")
+
+
+def test_a_cached_fit_with_a_retired_field_left_off_is_still_used(cache):
+    save_local_fit(overhead_s=0.5)
+    path = local_fit.local_fit_path("cpu_smollm2", machine_fingerprint(1))
+    path.write_text(path.read_text().replace('"overhead_s"', '"retired_term_s": 0.0, "overhead_s"'))
+    assert local_fit.resolve("cpu_smollm2").source == "local"
+    assert local_fit.resolve_cost_model("cpu_smollm2").overhead_s == 0.5
+
+
 def test_thread_mismatch_names_threads_and_the_command(cache):
     res = local_fit.resolve("cpu_smollm2", threads=2)
     assert "torch threads: 1 in the fit, 2 here" in res.differences
@@ -139,7 +158,7 @@ def test_gpu_presets_and_paths_are_used_as_given(cache, tmp_path):
 def test_autofit_opt_in_measures_then_uses_the_local_fit(cache, monkeypatch):
     calls = []
 
-    def fake_fit(preset: str, threads: int) -> None:  # stands in for the ~3-minute measurement
+    def fake_fit(preset: str, threads: int) -> None:  # stands in for the minutes-long measurement
         calls.append((preset, threads))
         save_local_fit(0.7, threads)
 
@@ -162,3 +181,36 @@ def test_bench_sim_prices_with_the_local_fit(cache, monkeypatch, capsys):
     save_local_fit(overhead_s=CostModel.from_preset("cpu_smollm2").overhead_s + 1.0)
     local = sweep.main(argv)[0]["metrics"]["duration"]
     assert local > stored + 1.0  # every step costs 1 s more in the local fit
+
+
+@pytest.fixture
+def tiny_long(tmp_path_factory):
+    """A tiny random model long enough for the calibration scenes (prompts up to 1,264 tokens)."""
+    from tests.helpers.tiny_models import save_tiny_model
+
+    return save_tiny_model(str(tmp_path_factory.mktemp("tiny_long")), "llama", max_position_embeddings=2048)
+
+
+@pytest.mark.slow
+def test_calibrate_local_writes_a_fingerprinted_fit_to_the_cache(cache, tiny_long, monkeypatch, capsys):
+    import torch
+
+    from minivllm.sim import calibrate
+
+    scenes = calibrate.calibration_scenes()[:2]  # 20 steps: enough to fit, quick on the tiny model
+    monkeypatch.setattr(calibrate, "calibration_scenes", lambda: scenes)
+    threads = torch.get_num_threads()
+    try:
+        calibrate.main(["--local", "--model", tiny_long, "--repeats", "1"])
+    finally:
+        torch.set_num_threads(threads)
+    here = machine_fingerprint(1, "cpu")  # --local: one thread, process CPU time
+    path = local_fit.local_fit_path(f"cpu_{Path(tiny_long).name}", here)  # a model path: its folder's name
+    assert path.parent == cache / "sim" and path.name.startswith("cpu_tiny_long")
+    fit = CostModel.from_preset(str(path))
+    assert fit.meta["fingerprint"] == here.to_dict() and fit.meta["clock"] == "cpu"
+    assert fit.meta["command"] == f"python -m minivllm.sim.calibrate --local --model {tiny_long} --repeats 1"
+    assert fingerprint_from_meta(fit.meta) == here
+    assert f"wrote {path}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        calibrate.main(["--local", "--calibrate", "x.json"])
