@@ -130,6 +130,19 @@ best = {
 }
 for what, label in best.items():
     print(f"{what:>26}: {label}")
+
+# %% [markdown]
+# - No setting wins everywhere. The bigger the steps, the lower the median TTFT: a prompt needs fewer
+#   steps to finish. Small chunks give the smoothest token stream: decodes never wait behind a big prompt.
+#   Where numbers are within 3% of each other the cell says "tie": that is inside what the simulator's
+#   cost model can tell apart.
+# - The load is high on purpose: KV usage reaches 98-100% and requests queue up. The KV cache is on its
+#   edge here: a larger budget reserves more activation memory in vLLM's profiling run, so it leaves fewer
+#   blocks (the table's last row), and a few dozen blocks can decide whether a run preempts at all (the last line
+#   below reruns budget 2048 with the unchunked run's blocks). ShareGPT conversations share no prefix, so a
+#   prefix-cache hit can only be a preempted request that finds its own blocks again (misconception 5):
+
+# %%
 for label, m in summaries.items():
     print(f"{label:>12}: {m.num_preemptions} preemption(s), {m.prefix_cache_hits} prefix-cache hit tokens,"
           f" {blocks[label]} KV blocks")  # fmt: skip
@@ -140,17 +153,6 @@ print(f"budget 2048 with the unchunked run's {blocks['unchunked']} blocks instea
 
 # %% [markdown]
 # - The full report of one run (`summarize(trace).table()`):
-
-# %% [markdown]
-# - No setting wins everywhere. The bigger the steps, the lower the median TTFT: a prompt needs fewer
-#   steps to finish. Small chunks give the smoothest token stream: decodes never wait behind a big prompt.
-#   Where numbers are within 3% of each other the cell says "tie": that is inside what the simulator's
-#   cost model can tell apart.
-# - The load is high on purpose: KV usage reaches 98-100% and requests queue up. The KV cache is on its
-#   edge here: a larger budget reserves more activation memory in vLLM's profiling run, so it leaves fewer
-#   blocks (the last row), and a few dozen blocks can decide whether a run preempts at all (the last line
-#   below reruns budget 2048 with the unchunked run's blocks). ShareGPT conversations share no prefix, so a
-#   prefix-cache hit can only be a preempted request that finds its own blocks again (misconception 5):
 
 # %%
 print(summaries["budget 2048"].table())
@@ -386,7 +388,8 @@ print("  " + ", ".join(f"{c}: {sum(ms([(c, k)]) for k in range(0, 2048, c)) / 20
 # - Workload B has no decodes to ride on: every chunk is a step of its own. From 512 tokens up a chunk is
 #   compute bound and a token costs about the same whatever the chunk (the host adds ~1 ms a step, the later
 #   chunks re-read the earlier ones' KV): chunking at 512 or 2048 costs about what chunking off does. Below
-#   that the steps turn memory bound and each pays the weight read again: budget 128 and 32 lose.
+#   that, the fewer tokens a step holds, the more of its time is the weight read every step pays: budgets
+#   128 and 32 lose.
 #   (The earlier cost model charged every step a fixed 5.5 ms, which made budget 512 lose 10% here.)
 # - What the verdict needs: the misconception falls to one counterexample (a chunked budget that raises
 #   throughput by more than 3%), and the book's truth names the chunk size first ("chunk 是否太小"), so
@@ -527,8 +530,9 @@ print(f"chunks of 32: {rows[32][0]}x the steps of one whole prefill and {rows[32
       f" for the same {rows[2048][1]} tokens and {rows[2048][2]} attention pairs")  # fmt: skip
 
 # %% [markdown]
-# - The "fixed cost" column is steps x the cost of an almost empty step (the floor above): most of what
-#   small chunks add. The KV re-reads grow as `P² / (2c)` for a prompt of `P` tokens in chunks of `c`
+# - The "fixed cost" column is steps x the cost of an almost empty step (the floor above). It grows by more
+#   than the prefill time does, so it is all of what small chunks add (the tokens themselves cost less in
+#   small steps). The KV re-reads grow as `P² / (2c)` for a prompt of `P` tokens in chunks of `c`
 #   (exercise 2).
 # - The right budget is the largest one whose decode tail meets the SLO, if throughput is still near its
 #   best there (§11.7): below the band, TPOT gains shrink towards the floor while throughput and TTFT get
