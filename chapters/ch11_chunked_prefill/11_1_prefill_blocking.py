@@ -365,14 +365,14 @@ fig
 
 # %% [markdown]
 # - Prefill-only steps: the prompt's step carries no decode at all, so every chat misses it. The worst gap
-#   (103.7 ms) is the prompt's step plus the decode step after it; the long prompt starts at once, and its
+#   (119.1 ms) is the prompt's step plus the decode step after it; the long prompt starts at once, and its
 #   TTFT is the lowest of the three, by a hair.
-# - Whole prompt mixed: the chats ride in the prompt's step, which saves them that one decode step (94.4 ms),
+# - Whole prompt mixed: the chats ride in the prompt's step, which saves them that one decode step (108.3 ms),
 #   but the step still lasts as long as the whole prompt. That gap is the book's "TPOT 爆炸": ten times the
-#   9 ms of a decode step, once per arriving prompt.
-# - Chunked + mixed: no step is longer than the budget allows, so no gap is (13.6 ms). The long prompt's
-#   TTFT pays for it (1.78x, §11.2.4). Output throughput is the same within 3% for all three: the three
-#   ways move the same work around.
+#   10.8 ms of a decode step, once per arriving prompt.
+# - Chunked + mixed: no step is longer than the budget allows, so no gap is (15.5 ms). The long prompt's
+#   TTFT pays for it (1.73x, §11.2.4). Output throughput differs by at most 6% among the three: the three
+#   ways move the same work around (the chunked one is a little ahead: its mixed steps share a weight read).
 # - The most-asked question about small engines, "why do decodes stall when a new prompt arrives?", is
 #   row 1: a prefill-first scheduler stops every decode for the length of every new prompt.
 # - The same three on the real model (wall clock; the two V1 runs are §11.1's):
@@ -410,7 +410,7 @@ for budget, (r, _) in sim.items():
 
 # %% [markdown]
 # - §11.1.4's table says the new request's TTFT "可能因为分多步略增" (may rise slightly, because it takes
-#   several steps). In this scene it rises by 6% at a budget of 1,024 and 2.5x at 64: "slightly" holds for
+#   several steps). In this scene it rises by 9% at a budget of 1,024 and 2.7x at 64: "slightly" holds for
 #   budgets near the prompt's length, not for small ones. The rise is the price, and the budget sets it.
 # - The same comparison for the real CPU run of §11.1.1 (wall clock):
 

@@ -252,9 +252,10 @@ app.do_step(1)
 print(app.summary())
 
 # %% [markdown]
-# - 64-block pool: plenty of room, so req-2 is resumed in the very next step. Its four full blocks come
-#   back from the cache (three of them are the shared system prompt), and only its partial block is
-#   recomputed: path A.
+# - 64-block pool: plenty of room, so req-2 is resumed in the very next step. All five of its full blocks
+#   come back from the cache (three of them are the shared system prompt): path A. It had just filled
+#   its fifth block, so there is no partial block to recompute; preempted a step later, only its partial
+#   block's 1 token is recomputed (2 tokens two steps later).
 
 # %%
 app.num_blocks.value = 24  # a new engine on a smaller pool
