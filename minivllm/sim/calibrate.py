@@ -2,7 +2,7 @@
 
 ``python -m minivllm.sim.calibrate --calibrate OUT.json`` runs repeated offline scenes on the real
 model, takes each step's median time, and fits the coefficients with
-:func:`minivllm.sim.cost_model.calibrate` (held-out error reported in the preset's ``meta``). The fit
+:func:`minivllm.sim.fit.calibrate` (held-out error reported in the preset's ``meta``). The fit
 records the machine it was measured on in ``meta["fingerprint"]`` (:mod:`minivllm.sim.fingerprint`).
 
 ``python -m minivllm.sim.calibrate --local`` is the same measurement at one torch thread timed in process
@@ -24,8 +24,9 @@ from typing import Any
 
 from minivllm.cli.engine_args import build_engine
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
-from minivllm.sim.cost_model import PRESET_DIR, CostModel, StepSample, StepShape, calibrate, shapes_from_steps
+from minivllm.sim.cost_model import PRESET_DIR, CostModel, StepSample, StepShape, shapes_from_steps
 from minivllm.sim.fingerprint import default_clock, machine_fingerprint
+from minivllm.sim.fit import calibrate
 from minivllm.sim.local_fit import local_fit_path
 
 

@@ -14,11 +14,11 @@ from minivllm.sim.cost_model import (
     TERMS,
     CostModel,
     StepSample,
-    calibrate,
     list_presets,
     shapes_from_steps,
     step_shape,
 )
+from minivllm.sim.fit import calibrate
 from minivllm.worker.fake_runner import FakeModelRunner
 
 TRUE = CostModel(

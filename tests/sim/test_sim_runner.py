@@ -9,7 +9,8 @@ import pytest
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.sim.clock import VirtualClock
-from minivllm.sim.cost_model import CostModel, calibrate, shapes_from_steps
+from minivllm.sim.cost_model import CostModel, shapes_from_steps
+from minivllm.sim.fit import calibrate
 from minivllm.sim.sim_runner import SimRunner
 from minivllm.sim.workload import make_workload
 from minivllm.worker.fake_runner import FakeModelRunner
