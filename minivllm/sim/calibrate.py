@@ -29,6 +29,8 @@ from minivllm.sim.fingerprint import default_clock, machine_fingerprint
 from minivllm.sim.fit import calibrate
 from minivllm.sim.local_fit import local_fit_path
 
+BUSY_LOAD = 0.75  # load average above this run's own threads: something else was running (warned)
+
 
 def calibration_scenes() -> list[dict[str, Any]]:
     """Offline scenes (all requests at t=0) covering decode batches of 1..32 at short and long contexts,
@@ -86,9 +88,14 @@ class RepeatingRunner:
 
 
 def measure_real_steps(
-    loaded: Any, repeats: int = 3, clock: Callable[[], float] = time.perf_counter, seed: int = 0
+    loaded: Any,
+    repeats: int = 3,
+    clock: Callable[[], float] = time.perf_counter,
+    seed: int = 0,
+    loads: list[float] | None = None,
 ) -> list[tuple[StepShape, list[float]]]:
-    """Every scene's steps on the real ModelRunner, each step timed ``repeats`` times: (shape, times)."""
+    """Every scene's steps on the real ModelRunner, each step timed ``repeats`` times: (shape, times).
+    ``loads`` (if given) gets the 1-minute load average after each scene."""
     import random
 
     from minivllm.sampling_params import SamplingParams
@@ -113,6 +120,8 @@ def measure_real_steps(
             engine.step()
         shapes = shapes_from_steps(engine.trace.steps)
         measured += [(shape, times) for shape, times in zip(shapes, runner.times) if shape]
+        if loads is not None:
+            loads.append(round(os.getloadavg()[0], 2))
         print(f"scene {i + 1}/{len(calibration_scenes())}: {len(shapes)} steps x {repeats}", flush=True)
     return measured
 
@@ -164,8 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         if args.clock == "cpu" and torch.get_num_threads() != 1:
             parser.error("--clock cpu sums the CPU time of all threads: use it with --threads 1")
+        loads: list[float] = []
         measured = measure_real_steps(
-            loaded, args.repeats, time.process_time if args.clock == "cpu" else time.perf_counter
+            loaded, args.repeats, time.process_time if args.clock == "cpu" else time.perf_counter, loads=loads
         )
         a = loaded.arch
         base = CostModel(
@@ -184,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
             "torch": torch.__version__,
             "repeats": args.repeats,
             "load_average_after": os.getloadavg()[0],
+            "load_average_by_scene": loads,
             "measure_seconds": round(time.perf_counter() - t0, 1),
             "command": "python -m minivllm.sim.calibrate " + shlex.join(sys.argv[1:] if argv is None else argv),
             "fingerprint": machine_fingerprint(torch.get_num_threads(), args.clock).to_dict(),
@@ -209,6 +220,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {out}")
     print(f"{len(samples)} steps; held-out median APE {report.median_ape:.1f}%, p90 {report.p90_ape:.1f}%")
     print({k: v for k, v in model.to_dict().items() if k != "meta"})
+    busy = max(meta.get("load_average_by_scene") or [0.0])
+    if busy > BUSY_LOAD + meta.get("torch_threads", 1):
+        print(
+            f"warning: the machine was busy while measuring (1-minute load average up to {busy:.1f}, this run "
+            f"adds {meta.get('torch_threads', 1)}). Other processes slow a step even in CPU time (they share the "
+            "caches and memory bandwidth, or the core itself on SMT siblings): this fit may price steps high. "
+            "Measure again when the machine is quiet.",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ def test_real_vs_stored_vs_local_rows(tiny_qwen2, tmp_path, capsys):
     assert result["clock"] == "cpu" and result["fingerprint_here"]["torch_threads"] == 1
     assert result["workload"]["kind"] == "azure_conv" and result["workload"]["num_requests"] == 3
     assert result["engine"]["num_gpu_blocks"] > 0 and math.isfinite(result["steps_wall_over_cpu"])
+    assert result["host_cpu_s_per_step"] >= 0
     assert set(result["step_errors_pct"]) == {"stored", "local"}
     assert 0 < len(result["real_steps"]) <= result["real_num_steps"] and all(d > 0 for _, d in result["real_steps"])
     text = capsys.readouterr().out

@@ -199,6 +199,7 @@ def test_calibrate_local_writes_a_fingerprinted_fit_to_the_cache(cache, tiny_lon
 
     scenes = calibrate.calibration_scenes()[:2]  # 20 steps: enough to fit, quick on the tiny model
     monkeypatch.setattr(calibrate, "calibration_scenes", lambda: scenes)
+    monkeypatch.setattr(calibrate.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # a quiet machine
     threads = torch.get_num_threads()
     try:
         calibrate.main(["--local", "--model", tiny_long, "--repeats", "1"])
@@ -211,6 +212,27 @@ def test_calibrate_local_writes_a_fingerprinted_fit_to_the_cache(cache, tiny_lon
     assert fit.meta["fingerprint"] == here.to_dict() and fit.meta["clock"] == "cpu"
     assert fit.meta["command"] == f"python -m minivllm.sim.calibrate --local --model {tiny_long} --repeats 1"
     assert fingerprint_from_meta(fit.meta) == here
-    assert f"wrote {path}" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert f"wrote {path}" in out.out and "busy" not in out.err
+    assert fit.meta["load_average_by_scene"] == [0.5, 0.5]  # one per scene
     with pytest.raises(SystemExit):
         calibrate.main(["--local", "--calibrate", "x.json"])
+
+
+@pytest.mark.slow
+def test_calibrate_warns_when_the_machine_was_busy(cache, tiny_long, monkeypatch, capsys):
+    import torch
+
+    from minivllm.sim import calibrate
+
+    scenes = calibrate.calibration_scenes()[:2]
+    monkeypatch.setattr(calibrate, "calibration_scenes", lambda: scenes)
+    monkeypatch.setattr(calibrate.os, "getloadavg", lambda: (3.0, 2.0, 1.0))  # two other processes running
+    threads = torch.get_num_threads()
+    try:
+        calibrate.main(["--local", "--model", tiny_long, "--repeats", "1"])
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert "the machine was busy while measuring (1-minute load average up to 3.0" in err
+    assert "Measure again when the machine is quiet" in err
