@@ -6,8 +6,9 @@ runs it). Every number below is a model fact (``config.json``), a datasheet valu
 (Vidur's, in ``minivllm/sim/profiles/``) or a derivation from those, and each preset's ``meta["terms"]``
 says which, in one line per term. The terms are the ones :meth:`CostModel.terms` sums:
 
-* host: Vidur's measured CPU time per step (schedule + prepare inputs + sampler) on an A100 host, a + b x R;
-  vLLM's async output processing overlaps the rest (``process_model_outputs``) with the GPU;
+* host: a + b x R per step. a is the intercept of Vidur's measured CPU time per step (schedule + prepare inputs
+  + sampler; vLLM's async output processing overlaps the rest, ``process_model_outputs``, with the GPU); b is
+  the one fitted number, on Lambda's A100 ShareGPT run (:mod:`minivllm.sim.published_runs`);
 * linear: Vidur's measured non-attention time per step (all layers' ops) as a table by token count (its tile /
   wave quantisation steps included), plus the LM head's weight read beyond the profiled model's;
 * attention: a floor per layer and step, plus prefill FLOPs at the efficiency published profiles show;
