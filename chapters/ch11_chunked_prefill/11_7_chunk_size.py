@@ -359,7 +359,8 @@ print("every metric within its target (TTFT 25%, the rest 15%):", all(row["ok"] 
 #   else comes from profiles measured elsewhere. `--ablate` replays each run with one term left out.
 # - The CPU preset is a measurement of one machine. Its fit records the CPU, torch threads and clock;
 #   on another machine the simulator warns and names the command that fits this one
-#   (`python -m minivllm.sim.calibrate --local`, about 3 minutes; the fit is cached):
+#   (`python -m minivllm.sim.calibrate --local`, about 6 minutes on a quiet 2-core machine; the fit is
+#   cached):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
