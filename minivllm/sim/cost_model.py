@@ -49,6 +49,11 @@ PROFILE_GAP = 64  # a linear profile is read as steps where its counts are at mo
 StepShape = list[tuple[int, int]]  # (query_len, context_len) per scheduled request
 
 
+def _count(row: list[float]) -> float:
+    """A linear_profile row's token count (its sort key)."""
+    return row[0]
+
+
 def step_shape(out: SchedulerOutput) -> StepShape:
     """The shape of one step straight from the scheduler's decisions."""
     computed = out.num_computed_tokens
@@ -89,13 +94,20 @@ class CostModel:
 
     def terms(self, shape: Iterable[tuple[int, int]]) -> dict[str, float]:
         """Seconds of one step by term (TERMS); they sum to :meth:`step_time`."""
+        return self.priced(shape)[1]
+
+    def priced(self, shape: Iterable[tuple[int, int]]) -> tuple[float, dict[str, float]]:
+        """(:meth:`step_time`, :meth:`terms`) of one step, from one pass over its shape (the simulator's hot path)."""
         shape = [(int(q), int(k)) for q, k in shape]
         if not shape:
-            return dict.fromkeys(TERMS, 0.0)
-        f = self.features(shape) * self.coefficients
-        return {
+            return 0.0, dict.fromkeys(TERMS, 0.0)
+        x = self.features(shape)
+        f = x * self.coefficients
+        linear = self.profiled_linear(sum(q for q, _ in shape))
+        t = float(x @ self.coefficients) + (self.host_step_s + self.attn_floor_s + linear)
+        return t, {
             "host": self.host_step_s + float(f[2]),
-            "linear": float(f[0] + f[1]) + self.profiled_linear(sum(q for q, _ in shape)),
+            "linear": float(f[0] + f[1]) + linear,
             "attention": self.attn_floor_s + float(f[3]),
             "kv_read": float(f[4]),
         }
@@ -106,11 +118,7 @@ class CostModel:
 
     def step_time(self, shape: Iterable[tuple[int, int]]) -> float:
         """Seconds for one step; an empty step costs nothing (the engine runs no model)."""
-        shape = [(int(q), int(k)) for q, k in shape]
-        if not shape:
-            return 0.0
-        extra = self.host_step_s + self.attn_floor_s + self.profiled_linear(sum(q for q, _ in shape))
-        return float(self.features(shape) @ self.coefficients) + extra
+        return self.priced(shape)[0]
 
     def profiled_linear(self, tokens: int) -> float:
         """``linear_profile`` at the smallest profiled token count >= tokens (a step, as the kernels' tiles are),
@@ -119,21 +127,14 @@ class CostModel:
         table = self.linear_profile
         if not table:
             return 0.0
-        counts = self._profile_tokens()
-        i = bisect.bisect_left(counts, tokens)
+        i = bisect.bisect_left(table, tokens, key=_count)
         if i < len(table):
-            if i == 0 or counts[i] - counts[i - 1] <= PROFILE_GAP:
+            if i == 0 or table[i][0] - table[i - 1][0] <= PROFILE_GAP:
                 return float(table[i][1])
             (t0, s0), (t1, s1) = table[i - 1], table[i]
             return float(s0 + (s1 - s0) * (tokens - t0) / (t1 - t0))
-        (t1, s1), (t0, s0) = table[-1], table[max(0, bisect.bisect_right(counts, counts[-1] / 2) - 1)]
+        (t1, s1), (t0, s0) = table[-1], table[max(0, bisect.bisect_right(table, table[-1][0] / 2, key=_count) - 1)]
         return float(s1 + (s1 - s0) / (t1 - t0) * (tokens - t1)) if t1 > t0 else float(s1)
-
-    def _profile_tokens(self) -> list[float]:
-        cached = self.__dict__.get("_tokens")
-        if cached is None or len(cached) != len(self.linear_profile):
-            cached = self.__dict__["_tokens"] = [t for t, _ in self.linear_profile]
-        return cached
 
     def intake(self) -> Callable[[list[float]], list[float]] | None:
         """For ``LLMEngine.run(intake=...)``: when the engine sees each request (None: when it arrives)."""

@@ -68,9 +68,8 @@ class SimRunner:
         self.tokens.roll_back(num_tokens)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
-        shape = step_shape(scheduler_output)
-        dt = self.cost_model.step_time(shape)
-        for k, v in self.cost_model.terms(shape).items():
+        dt, terms = self.cost_model.priced(step_shape(scheduler_output))
+        for k, v in terms.items():
             self.term_time[k] += v
         result = self.tokens.execute_model(scheduler_output)
         self.clock.advance(dt)
