@@ -190,47 +190,61 @@ def _sharegpt(output_lens: tuple[int, ...]) -> RunWorkload:
     )
 
 
-PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
-    PublishedRun(
-        name="vllm_latency_llama3_8b_a100",
+def _latency_run(gpu: str, gpu_note: str, latency_ms: float) -> PublishedRun:
+    """vLLM's perf-benchmark latency test on one GPU (the test's settings are the same on both)."""
+    return PublishedRun(
+        name=f"vllm_latency_llama3_8b_{gpu}",
         source=_VLLM_LATENCY_SOURCE,
         vllm_version=None,
         model=LLAMA3_8B,
-        gpu="A100 (memory size not stated)",
+        gpu=gpu_note,
         tensor_parallel_size=1,
         settings=_VLLM_LATENCY_SETTINGS,
         workload=RunWorkload("8 requests x 32 prompt / 128 output tokens, one batch", 8, prompt_len=32, output_len=128),
-        metrics={"latency_avg_ms": 1585.0},
-        preset="llama3_8b_a100",
+        metrics={"latency_avg_ms": latency_ms},
+        preset=f"llama3_8b_{gpu}",
         replay=_VLLM_LATENCY_REPLAY,
         replay_notes=_VLLM_LATENCY_REPLAY_NOTES,
         notes="vLLM version and the date of the value are unknown (issue 19 quotes it without either)",
-    ),
-    PublishedRun(
-        name="vllm_latency_llama3_8b_h100",
-        source=_VLLM_LATENCY_SOURCE,
-        vllm_version=None,
-        model=LLAMA3_8B,
-        gpu="H100 (variant not stated)",
-        tensor_parallel_size=1,
-        settings=_VLLM_LATENCY_SETTINGS,
-        workload=RunWorkload("8 requests x 32 prompt / 128 output tokens, one batch", 8, prompt_len=32, output_len=128),
-        metrics={"latency_avg_ms": 997.0},
-        preset="llama3_8b_h100",
-        replay=_VLLM_LATENCY_REPLAY,
-        replay_notes=_VLLM_LATENCY_REPLAY_NOTES,
-        notes="vLLM version and the date of the value are unknown (issue 19 quotes it without either)",
-    ),
-    PublishedRun(
-        name="lambda_sharegpt320_llama3_8b_a100",
-        source=_LAMBDA + "results/prompt_320/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2000.json (a9b42a5f)",
+    )
+
+
+def _lambda_run(
+    gpu: str,
+    result_file: str,
+    max_model_len: int,
+    output_lens: tuple[int, ...],
+    metrics: dict[str, float],
+    first_token_s: float,
+) -> PublishedRun:
+    """One of Lambda's ShareGPT-320 runs: its result file, max_model_len, recorded outputs and numbers."""
+    return PublishedRun(
+        name=f"lambda_sharegpt320_llama3_8b_{gpu}",
+        source=_LAMBDA + result_file,
         vllm_version=_LAMBDA_VERSION,
         model="meta-llama/Meta-Llama-3-8B-Instruct",
-        gpu="A100-80GB-SXM",
+        gpu=f"{gpu.upper()}-80GB-SXM",
         tensor_parallel_size=1,
-        settings=SchedulerSettings(max_model_len=2000, gpu_memory_utilization=0.95, notes=_LAMBDA_NOTES),
-        workload=_sharegpt(_A100_OUTPUT_LENS),
-        metrics={  # the result file's median/mean_latency_ms, mean/median_ttft_ms, median_tpot_ms, duration, ...
+        settings=SchedulerSettings(max_model_len=max_model_len, gpu_memory_utilization=0.95, notes=_LAMBDA_NOTES),
+        workload=_sharegpt(output_lens),
+        metrics=metrics,
+        preset=f"llama3_8b_{gpu}",
+        replay={**_LAMBDA_REPLAY, "max_model_len": max_model_len},
+        replay_notes=_LAMBDA_REPLAY_NOTES,
+        client="benchmark_serving",
+        first_token_s=first_token_s,  # min of the file's ttfts over requests with text
+    )
+
+
+PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
+    _latency_run("a100", "A100 (memory size not stated)", 1585.0),
+    _latency_run("h100", "H100 (variant not stated)", 997.0),
+    _lambda_run(
+        "a100",
+        "results/prompt_320/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2000.json (a9b42a5f)",
+        2000,
+        _A100_OUTPUT_LENS,
+        {  # the result file's median/mean_latency_ms, mean/median_ttft_ms, median_tpot_ms, duration, ...
             "median_e2e_s": 10.6368,
             "mean_e2e_s": 10.8573,
             "mean_ttft_s": 3.4232,
@@ -239,22 +253,14 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
             "duration_s": 21.038,
             "output_throughput_tok_s": 3107.5,
         },
-        preset="llama3_8b_a100",
-        replay={**_LAMBDA_REPLAY, "max_model_len": 2000},
-        replay_notes=_LAMBDA_REPLAY_NOTES,
-        client="benchmark_serving",
-        first_token_s=1.2654,  # min of the file's ttfts over requests with text
+        first_token_s=1.2654,
     ),
-    PublishedRun(
-        name="lambda_sharegpt320_llama3_8b_h100",
-        source=_LAMBDA + "results/prompt_320/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json (a4f9f437)",
-        vllm_version=_LAMBDA_VERSION,
-        model="meta-llama/Meta-Llama-3-8B-Instruct",
-        gpu="H100-80GB-SXM",
-        tensor_parallel_size=1,
-        settings=SchedulerSettings(max_model_len=2048, gpu_memory_utilization=0.95, notes=_LAMBDA_NOTES),
-        workload=_sharegpt(_H100_OUTPUT_LENS),
-        metrics={
+    _lambda_run(
+        "h100",
+        "results/prompt_320/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json (a4f9f437)",
+        2048,
+        _H100_OUTPUT_LENS,
+        {
             "median_tpot_ms": 20.034,
             "mean_ttft_s": 1.6285,
             "median_ttft_s": 1.7314,
@@ -263,11 +269,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
             "duration_s": 10.840,
             "output_throughput_tok_s": 6026.6,
         },
-        preset="llama3_8b_h100",
-        replay={**_LAMBDA_REPLAY, "max_model_len": 2048},
-        replay_notes=_LAMBDA_REPLAY_NOTES,
-        client="benchmark_serving",
-        first_token_s=0.8144,  # min of the file's ttfts over requests with text
+        first_token_s=0.8144,
     ),
 )
 
