@@ -13,6 +13,7 @@ COMMANDS = {
     "steps": ("minivllm.cli.steps", "the scheduler's step table for a small workload (no model)"),
     "bench": ("minivllm.benchmarks.sweep", "offline benchmark and sweeps, real engine or simulator (vLLM flag names)"),
     "serve": ("minivllm.entrypoints.server", "OpenAI-compatible HTTP server with a live demo page"),
+    "doctor": ("minivllm.cli.doctor", "what is installed: torch build, device, model wheel, optional parts"),
 }
 
 
