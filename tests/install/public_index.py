@@ -1,44 +1,37 @@
 """Do the student set and the dev set resolve on the public package index alone, on every platform we support?
 
-Runs ``pip install --dry-run`` for each (platform, Python) pair with ``--platform`` / ``--python-version`` /
-``--only-binary=:all:`` against https://pypi.org/simple only: no configuration file, no ``PIP_*`` setting of
-this machine (which may point at a local wheel folder), nothing installed. It uses a current pip, set up in a
-throw-away venv first: a pip that reads the index's separate metadata files (PEP 658) resolves torch without
-downloading its wheels (Debian's venv brings pip 23, which fetched every wheel and took minutes per pair).
-Resolving the dev set (which includes the student set) also proves the student set resolves; the student set
-alone is resolved too, so a report names the set that broke.
+For each (platform, Python) pair it runs ``uv pip compile`` with ``--python-platform`` / ``--python-version`` /
+``--only-binary :all:`` against https://pypi.org/simple only: no configuration file, no ``PIP_*`` / ``UV_*``
+setting of this machine (which may point at a local wheel folder), no wheel downloaded (metadata only), nothing
+installed. uv, not pip: ``pip install --dry-run --platform X`` evaluates environment markers for the machine it
+runs on, not for X (on Linux it asks for torch's ``cuda-bindings`` on macOS and Triton on Windows), so it
+cannot check another OS. uv evaluates them for the target and refuses a wheel whose platform tag does not fit.
 
     python tests/install/public_index.py            # the whole matrix, a table, exit 1 on any conflict
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
-import venv
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHONS = ("3.10", "3.11", "3.12", "3.13")
-SETS = {"student": ("requirements.txt",), "dev": ("requirements-dev.txt",)}
-
-
-def _manylinux(arch: str) -> list[str]:
-    """pip does not widen ``manylinux_2_28`` to the older glibc tags, so every one is named (glibc 2.17-2.35)."""
-    return [f"manylinux_2_{m}_{arch}" for m in range(35, 16, -1)] + [f"manylinux2014_{arch}"]
-
-
+PYTHONS = ("3.11", "3.12", "3.13")  # 3.10: end of life (2026-10); transformers 5.21+ and ipykernel 7.4 need 3.11
+SETS = {"student": "requirements.txt", "dev": "requirements-dev.txt"}
+# uv's target names; Linux targets are manylinux_2_28 (glibc 2.28: any Linux of 2019 or later)
 PLATFORMS = {
-    "linux-x86_64": _manylinux("x86_64"),
-    "linux-aarch64": _manylinux("aarch64"),
-    "macos-arm64": ["macosx_14_0_arm64"],  # pip widens macOS tags itself (11.0-14.0, universal2)
-    "windows-x86_64": ["win_amd64"],
+    "linux-x86_64": "x86_64-unknown-linux-gnu",
+    "linux-aarch64": "aarch64-unknown-linux-gnu",
+    "macos-arm64": "aarch64-apple-darwin",  # macOS 14 (MACOSX_DEPLOYMENT_TARGET below): torch 2.13's minimum
+    "windows-x86_64": "x86_64-pc-windows-msvc",
 }
+MACOS = "14.0"
 
 
 @dataclass
@@ -56,61 +49,51 @@ class Resolution:
 
 
 def public_env() -> dict[str, str]:
-    """This process's environment without pip settings, and with no pip configuration file."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull  # pip then reads no configuration file at all
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    """This process's environment without pip's or uv's settings (a certificate authority kept)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    if os.environ.get("PIP_CERT") and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = os.environ["PIP_CERT"]
+    env["MACOSX_DEPLOYMENT_TARGET"] = MACOS
     return env
 
 
-def current_pip(folder: str) -> str:
-    """A Python whose pip is the index's newest, in a new venv under ``folder``."""
-    venv.create(folder, with_pip=True)
-    python = str(Path(folder) / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
-    cmd = [python, "-m", "pip", "install", "--quiet", "--upgrade", "pip", "--index-url", "https://pypi.org/simple"]
-    if os.environ.get("PIP_CERT"):
-        cmd += ["--cert", os.environ["PIP_CERT"]]
-    subprocess.run(cmd, check=True, env=public_env(), timeout=300)
-    return python
+def pinned(text: str) -> dict[str, str]:
+    """``name==version`` lines of a compiled requirements file."""
+    return {m[1].lower(): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", text, re.M)}
 
 
-def resolve(python_exe: str, set_name: str, platform: str, python: str, timeout: float = 900) -> Resolution:
+def resolve(set_name: str, platform: str, python: str, cache: str, timeout: float = 600) -> Resolution:
     with tempfile.TemporaryDirectory(prefix="minivllm-resolve-") as tmp:
-        report = Path(tmp) / "report.json"
-        cmd = [python_exe, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
-        cmd += ["--index-url", "https://pypi.org/simple", "--only-binary=:all:", "--python-version", python]
-        cmd += [arg for tag in PLATFORMS[platform] for arg in ("--platform", tag)]
-        cmd += ["--target", str(Path(tmp) / "target"), "--report", str(report)]
-        if os.environ.get("PIP_CERT"):  # a machine whose TLS goes through its own certificate authority
-            cmd += ["--cert", os.environ["PIP_CERT"]]
-        for req in SETS[set_name]:
-            cmd += ["-r", str(ROOT / req)]
+        out = Path(tmp) / "resolved.txt"
+        cmd = [sys.executable, "-m", "uv", "pip", "compile", str(ROOT / SETS[set_name]), "--quiet", "--no-config"]
+        cmd += ["--index-url", "https://pypi.org/simple", "--only-binary", ":all:", "--no-header"]
+        cmd += ["--python-version", python, "--python-platform", PLATFORMS[platform]]
+        cmd += ["--cache-dir", cache, "--output-file", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=public_env(), timeout=timeout, cwd=ROOT)
-        if proc.returncode != 0 or not report.is_file():
+        if proc.returncode != 0 or not out.is_file():
             lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
             return Resolution(platform, python, set_name, False, {}, "\n".join(lines[-12:]))
-        items = json.loads(report.read_text())["install"]
-        packages = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in items}
-        return Resolution(platform, python, set_name, True, packages, "")
+        return Resolution(platform, python, set_name, True, pinned(out.read_text()), "")
 
 
 def resolve_all(workers: int = 8) -> list[Resolution]:
-    """Every (set, platform, Python), several pip processes at a time (they wait on the network, not the CPU)."""
+    """Every (set, platform, Python), several at a time (they wait on the network, not the CPU), one cache."""
     jobs = [(s, p, v) for s in SETS for p in PLATFORMS for v in PYTHONS]
-    with tempfile.TemporaryDirectory(prefix="minivllm-pip-") as tmp, ThreadPoolExecutor(max_workers=workers) as pool:
-        python_exe = current_pip(tmp)
-        return list(pool.map(lambda job: resolve(python_exe, *job), jobs))
+    with tempfile.TemporaryDirectory(prefix="minivllm-uv-cache-") as cache:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda job: resolve(*job, cache=cache), jobs))
 
 
 def table(results: list[Resolution]) -> str:
-    rows = [f"{'set':8} {'platform':15} {'python':6} {'result':8} torch / triton / packages"]
+    rows = [f"{'set':8} {'platform':15} {'python':6} {'result':8} torch / triton / transformers / packages"]
     for r in results:
         if r.ok:
-            torch, triton = r.packages.get("torch"), r.packages.get("triton", "-")
-            what = f"torch {torch}, triton {triton}, {len(r.packages)} packages"
+            p = r.packages
+            what = f"torch {p.get('torch')}, triton {p.get('triton', '-')}, transformers {p.get('transformers')}"
+            what += f", {len(p)} packages"
         else:
-            what = r.error.splitlines()[-1] if r.error else "no report"
-        rows.append(f"{r.set_name:8} {r.platform:15} {r.python:6} {'resolves' if r.ok else 'FAILS':8} {what}")
+            what = next((ln for ln in r.error.splitlines() if "unsatisfiable" in ln or "error" in ln.lower()), "")
+        rows.append(f"{r.set_name:8} {r.platform:15} {r.python:6} {'resolves' if r.ok else 'FAILS':8} {what[:140]}")
     return "\n".join(rows)
 
 
