@@ -16,10 +16,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # for tests.helpers
 
-from tests.entrypoints.test_demo_page import SIZED  # noqa: E402
-
 from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE  # noqa: E402
 from tests.helpers.server import running_server  # noqa: E402
+from tests.serving.test_demo_page import SIZED  # noqa: E402
 
 
 def main() -> None:

@@ -14,10 +14,10 @@ import os
 
 import httpx
 import pytest
-from tests.entrypoints.test_demo_page import SIZED, scheduling
 
 from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE
 from tests.helpers.server import running_server, wait_idle
+from tests.serving.test_demo_page import SIZED, scheduling
 
 pytest.importorskip("playwright")
 pytestmark = [
