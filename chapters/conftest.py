@@ -1,7 +1,7 @@
 """nbval settings for the chapter notebooks.
 
 Plotly figures (``application/vnd.plotly.v1+json``) and HTML reprs are not compared: their JSON
-changes with the plotly version and template. Their data is checked in tests/viz instead, and every
+changes with the plotly version and template. Their data is checked in tests/lab/viz instead, and every
 notebook prints the numbers it relies on as plain text, which nbval does compare.
 """
 

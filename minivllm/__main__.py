@@ -1,6 +1,6 @@
-"""``python -m minivllm COMMAND``: see :mod:`minivllm.cli.main`."""
+"""``python -m minivllm COMMAND``: see :mod:`minivllm.lab.cli.main`."""
 
-from minivllm.cli.main import main
+from minivllm.lab.cli.main import main
 
 if __name__ == "__main__":
     main()

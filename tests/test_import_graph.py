@@ -1,4 +1,5 @@
-"""The package's import graph: no cycle between modules or between folders, and core/ stays torch-free.
+"""The package's import graph: the engine imports neither wing (lab, serving), no cycle between modules or
+between folders, and core/ stays torch-free and imports only the data types.
 
 Every import counts, including those inside functions and under ``TYPE_CHECKING``: a lazy import hides a
 cycle from Python, not from a reader.
@@ -76,9 +77,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+WINGS = ("minivllm.lab", "minivllm.serving")  # the lab and the server around the engine
+ENTRY_POINTS = {"minivllm.__main__"}  # ``python -m minivllm``: dispatches to the lab's CLI
+
+
+def wing(name: str) -> str:
+    """``minivllm.lab.sim.run`` -> ``minivllm.lab``; every other module (bar the entry point) is the engine's."""
+    return next((w for w in WINGS if name == w or name.startswith(w + ".")), "engine")
+
+
 def folder(name: str) -> str:
-    """``minivllm.core.scheduler`` -> ``minivllm.core``; root modules are their own folder."""
-    return ".".join(name.split(".")[:2])
+    """``minivllm.core.scheduler`` -> ``minivllm.core``, ``minivllm.lab.sim.run`` -> ``minivllm.lab.sim``: a
+    wing's folders count one level down; root modules are their own folder."""
+    depth = 3 if wing(name) != "engine" else 2
+    return ".".join(name.split(".")[:depth])
 
 
 def test_no_module_imports_itself_through_others():
@@ -88,25 +100,33 @@ def test_no_module_imports_itself_through_others():
 def test_no_two_folders_import_each_other():
     folders: dict[str, set[str]] = {}
     for name, targets in GRAPH.items():
-        if name == "minivllm.core.testing":  # the test bench runs the scheduler with the fake runner (worker/)
-            continue
         for target in targets:
             if folder(name) != folder(target) and "minivllm" not in (name, target):
                 folders.setdefault(folder(name), set()).add(folder(target))
     assert cycles(folders) == []
 
 
+def test_the_engine_imports_neither_wing():
+    """The engine (everything outside minivllm/lab and minivllm/serving) imports neither the lab nor the server;
+    the server imports the engine only, never the lab."""
+    engine = [n for n in GRAPH if wing(n) == "engine" and n not in ENTRY_POINTS]
+    assert "minivllm.engine.llm_engine" in engine and "minivllm.lab.sim.run" not in engine
+    crossing = {(n, t) for n in engine for t in GRAPH[n] if wing(t) != "engine"}
+    assert crossing == set()
+    serving = [n for n in GRAPH if wing(n) == "minivllm.serving"]
+    assert serving and {(n, t) for n in serving for t in GRAPH[n] if wing(t) == "minivllm.lab"} == set()
+
+
 def test_the_core_is_pure_python():
     """core/ (scheduler, KV cache manager, block pool) imports no torch and nothing outside core/ except the
     data types at the package root: it runs and tests in milliseconds."""
     allowed = {"minivllm.config", "minivllm.request", "minivllm.sampling_params"}
-    for name, path in MODULES.items():
-        if not name.startswith("minivllm.core"):
-            continue
-        tree = ast.parse(path.read_text())
+    core = [name for name in MODULES if name.startswith("minivllm.core")]
+    assert "minivllm.core.scheduler" in core
+    for name in core:
+        tree = ast.parse(MODULES[name].read_text())
         roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         roots |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert "torch" not in roots, name
         outside = {t for t in GRAPH[name] if not t.startswith("minivllm.core") and t not in allowed}
-        if name != "minivllm.core.testing":  # the test bench runs the scheduler with the fake runner
-            assert not outside, (name, outside)
+        assert not outside, (name, outside)

@@ -22,7 +22,7 @@
 #   steps, and the first token comes out of the last of them.
 
 # %%
-from minivllm.exercises.ch03 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch03 import check_exercise_1, check_exercise_2
 
 
 def steps_until_first_token(prompt_len, budget):

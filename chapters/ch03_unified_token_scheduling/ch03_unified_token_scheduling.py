@@ -80,7 +80,7 @@ print("finished:", request.get_finished_reason())
 # - RUNNING requests are served first (the chats keep decoding), the newcomer fills what is left.
 
 # %%
-from minivllm.cli.steps import demo
+from minivllm.lab.cli.steps import demo
 
 print(demo(max_num_batched_tokens=64))
 
@@ -149,7 +149,7 @@ print("decode token dearer than a prompt token:", decode_ms_per_token > 3 * pref
 # `ch03_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch03 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch03 import check_exercise_1, check_exercise_2
 
 
 def steps_until_first_token(prompt_len, budget):

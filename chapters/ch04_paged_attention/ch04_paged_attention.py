@@ -496,7 +496,7 @@ print("padding is more than 2x slower than packing:", padded_ms > 2 * varlen_ms)
 # prompts, budget 2048), how many query rows would a rectangle waste over the whole run?
 
 # %%
-from minivllm.sim.run import demo_workload, simulate
+from minivllm.lab.sim.run import demo_workload, simulate
 
 sim = simulate(demo_workload(12), max_num_batched_tokens=2048, max_num_seqs=64, max_model_len=4096)
 real_rows = padded_rows = mixed = 0
@@ -536,7 +536,7 @@ print(f"query rows: packed {real_rows:,}, padded {padded_rows:,} ({padded_rows /
 # `ch04_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch04 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch04 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def slot_mapping_for(num_computed, num_scheduled, block_table, block_size):

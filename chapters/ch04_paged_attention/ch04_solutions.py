@@ -23,7 +23,7 @@
 #   turns the logical block into a physical one.
 
 # %%
-from minivllm.exercises.ch04 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch04 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def slot_mapping_for(num_computed, num_scheduled, block_table, block_size):

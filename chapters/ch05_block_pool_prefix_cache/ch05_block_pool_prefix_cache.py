@@ -236,7 +236,7 @@ for r, o in cached.outputs.items():
 # - Step 2: `q1` has just been admitted next to `q0`.
 
 # %%
-from minivllm.viz.figures import block_map_data, kv_block_map_at
+from minivllm.lab.viz.figures import block_map_data, kv_block_map_at
 
 for k in (2, 10):
     s = cached.trace.steps[k]
@@ -256,7 +256,7 @@ fig.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.widgets import StepPlayer
+from minivllm.lab.viz.widgets import StepPlayer
 
 app = StepPlayer(cached.trace)
 app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
@@ -323,7 +323,7 @@ for name, p in tests.items():
 # `ch05_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch05 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch05 import check_exercise_1, check_exercise_2
 
 
 def cache_hit_tokens(prompt_len, shared_len, block_size):

@@ -26,7 +26,7 @@
 # %%
 from collections import Counter
 
-from minivllm.exercises.ch05 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch05 import check_exercise_1, check_exercise_2
 
 
 def cache_hit_tokens(prompt_len, shared_len, block_size):

@@ -25,7 +25,7 @@
 # %%
 import torch
 
-from minivllm.cli.demo import build_engine, run_scene
+from minivllm.lab.cli.demo import build_engine, run_scene
 from minivllm.model.loader import load_model
 
 # One thread: a step's time then stays proportional to its work even on a busy machine (several OpenMP
@@ -47,7 +47,7 @@ MAX_MODEL_LEN = 2048
 #
 # - The book's complaint: "所有正在说话的助手同时停顿，然后又恢复" (every assistant that is talking
 #   pauses at the same moment, then carries on). We stage it and measure the pause.
-# - `run_scene` (from `minivllm.cli.demo`): 4 chats start; after 4 steps a 1,531-token prompt lands (a
+# - `run_scene` (from `minivllm.lab.cli.demo`): 4 chats start; after 4 steps a 1,531-token prompt lands (a
 #   document cut to `LONG_TOKENS - 16` = 1,520 tokens, then an 11-token instruction); greedy.
 # - Run 1, **no chunking**: `enable_chunked_prefill=False` and a budget of `max_model_len` tokens, so a
 #   prompt runs whole, in one step, with the chats' decodes in the same step. (This is V1 with chunking
@@ -134,7 +134,7 @@ for label, (_, trace) in runs.items():
 #   chats keep streaming while the prompt is prefilled.
 
 # %%
-from minivllm.viz.figures import gantt_compare
+from minivllm.lab.viz.figures import gantt_compare
 
 real_traces = {label: trace for label, (_, trace) in runs.items()}
 fig = gantt_compare(real_traces, title="§11.1's scene on the real model (SmolLM2-135M, CPU)")
@@ -142,7 +142,7 @@ fig
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.figures.gantt import STALL_FACTOR, median_step
+from minivllm.lab.viz.figures.gantt import STALL_FACTOR, median_step
 
 for label, trace in real_traces.items():
     med = median_step(trace)
@@ -172,7 +172,7 @@ def book_table(off, trace_off, on, trace_on):
         print(f"{name:40} {a:>20} {b:>14}")
 
 
-from minivllm.metrics.summary import summarize
+from minivllm.lab.metrics.summary import summarize
 
 book_table(off, trace_off, on, trace_on)
 
@@ -251,11 +251,11 @@ print("enable_chunked_prefill:", default.scheduler_config.enable_chunked_prefill
 # ### 11.2.1 Piggybacking in one step · 一步之内的捎带
 #
 # - At GPU scale we price steps with the simulator's cost model, preset `llama2_7b_a100` (Llama-2-7B on an
-#   A100; `minivllm.sim.cost_model`). Deterministic, so these numbers are checked.
+#   A100; `minivllm.lab.sim.cost_model`). Deterministic, so these numbers are checked.
 # - The step shapes are `(query tokens, tokens already in the KV cache)` per request.
 
 # %%
-from minivllm.sim.cost_model import CostModel
+from minivllm.lab.sim.cost_model import CostModel
 
 a100 = CostModel.from_preset("llama2_7b_a100")
 decodes = [(1, 40)] * 4  # 4 chats, 40 tokens of context each
@@ -285,7 +285,7 @@ print(f"one decode token: {alone:.2f} ms in its own step, {riding:.3f} ms extra 
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.sim.sim_runner import SimRunner
+from minivllm.lab.sim.sim_runner import SimRunner
 
 
 def sim_engine(budget):
@@ -324,7 +324,7 @@ print(f"budget {BUDGET}: worst gap {r_on['itl_max'] * 1e3:.1f} ms, "
 #   decode 流暂停"; "把 prefill 全量塞到 decode batch 里会让 decode TPOT 爆炸"; "把 prefill 切块后再混入
 #   decode batch 是最佳折中".
 # - Three schedulers on the same scene:
-#   1. **prefill-only steps**: `minivllm.baselines.PrefillFirstScheduler`, vLLM V0's default scheduler (and
+#   1. **prefill-only steps**: `minivllm.lab.baselines.PrefillFirstScheduler`, vLLM V0's default scheduler (and
 #      what nano-vllm and mini-sglang do today). A waiting prompt runs first, whole, in a step of its own;
 #      the chats decode only in steps with no prompt.
 #   2. **whole prompt in the decode batch**: V1 with `enable_chunked_prefill=False` (run 1 of §11.1).
@@ -332,7 +332,7 @@ print(f"budget {BUDGET}: worst gap {r_on['itl_max'] * 1e3:.1f} ms, "
 # - First at GPU scale (simulated, so checked), then on the real model.
 
 # %%
-from minivllm.baselines import PrefillFirstScheduler
+from minivllm.lab.baselines import PrefillFirstScheduler
 
 
 def sim_prefill_first():
@@ -430,8 +430,8 @@ print(f"real model, long TTFT: {off['ttft_long']:.2f} s without chunking, {on['t
 #   nothing extra on a GPU.
 # - **The price:** the long prompt's TTFT grows as the budget shrinks; the budget is the knob between the
 #   chats' inter-token latency and the newcomer's TTFT.
-# - Code: `minivllm.cli.demo` (the scene), `minivllm.viz.figures.gantt_compare`, `minivllm.sim.sim_runner`
-#   and `minivllm.sim.cost_model`.
+# - Code: `minivllm.lab.cli.demo` (the scene), `minivllm.lab.viz.figures.gantt_compare`, `minivllm.lab.sim.sim_runner`
+#   and `minivllm.lab.sim.cost_model`.
 
 # %% [markdown]
 # ## Exercises
@@ -442,13 +442,13 @@ print(f"real model, long TTFT: {off['ttft_long']:.2f} s without chunking, {on['t
 # 2. A service promises a worst inter-token gap of `slo_ms` for the chats. Write
 #    `largest_budget_within(slo_ms, budgets)`: the largest budget in `budgets` whose worst chat gap in §11.1's
 #    scene at GPU scale is at most `slo_ms` (None if none is). `gpu_scene(budget)` from
-#    `minivllm.exercises.ch11_1` runs the scene in the simulator and returns the finished engine.
+#    `minivllm.lab.exercises.ch11_1` runs the scene in the simulator and returns the finished engine.
 #
 # The check functions compare your answer with what the engine itself does. Solutions are in
 # `11_1_prefill_blocking_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_1 import check_exercise_1, check_exercise_2, gpu_scene  # noqa: F401
+from minivllm.lab.exercises.ch11_1 import check_exercise_1, check_exercise_2, gpu_scene  # noqa: F401
 
 
 def prefill_steps(prompt_len, budget, num_decoding):

@@ -24,7 +24,7 @@
 #   the budget minus one, the prompt crawls at one token per step.
 
 # %%
-from minivllm.exercises.ch11_1 import check_exercise_1, check_exercise_2, gpu_scene
+from minivllm.lab.exercises.ch11_1 import check_exercise_1, check_exercise_2, gpu_scene
 
 
 def prefill_steps(prompt_len, budget, num_decoding):

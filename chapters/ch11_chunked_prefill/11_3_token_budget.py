@@ -27,9 +27,9 @@
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.sampling_params import SamplingParams
-from minivllm.sim.cost_model import CostModel
-from minivllm.sim.sim_runner import SimRunner
 
 A100 = CostModel.from_preset("llama2_7b_a100")  # step times of Llama-2-7B on an A100 (the simulator's clock)
 PROMPTS = {"chat0": 12, "chat1": 12, "chat2": 12, "doc0": 200, "doc1": 90}  # prompt lengths in tokens
@@ -77,7 +77,7 @@ print(f"{len(trace.steps)} steps, budget {trace.steps[0].token_budget} tokens pe
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.widgets import StepPlayer
+from minivllm.lab.viz.widgets import StepPlayer
 
 app = StepPlayer(trace)
 app.ui
@@ -104,7 +104,7 @@ for k in range(len(trace.steps)):
 #   chunk, under the dashed budget line.
 
 # %%
-from minivllm.viz.figures import chunk_schedule, schedule_columns
+from minivllm.lab.viz.figures import chunk_schedule, schedule_columns
 
 fig = chunk_schedule(trace)
 fig
@@ -277,7 +277,7 @@ print("doc0's integer moved by:", doc_steps)
 #   count that is only right once the step is over.
 
 # %%
-from minivllm.core.testing import make_request, make_scheduler
+from minivllm.lab.testbench import make_request, make_scheduler
 
 s = make_scheduler(max_num_batched_tokens=64)
 s.add_request(make_request("doc", 150, max_tokens=2))
@@ -368,7 +368,7 @@ import time
 
 import torch
 
-from minivllm.cli.demo import build_engine, chat_ids
+from minivllm.lab.cli.demo import build_engine, chat_ids
 from minivllm.model.loader import load_model
 from minivllm.structured_output import GrammarCompiler
 from minivllm.structured_output.choice import build_vocabulary
@@ -461,7 +461,7 @@ print(f"the grammar was ready after {time.perf_counter() - start:.2f} s; the gui
 # `11_3_token_budget_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_3 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch11_3 import check_exercise_1, check_exercise_2
 
 
 def budget_schedule(prompt_lens, budget):

@@ -27,7 +27,7 @@
 #   unfinished requests.
 
 # %%
-from minivllm.exercises.ch11_3 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch11_3 import check_exercise_1, check_exercise_2
 
 
 def budget_schedule(prompt_lens, budget):

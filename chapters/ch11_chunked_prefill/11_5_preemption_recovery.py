@@ -25,9 +25,9 @@
 #   the real SmolLM2 model.
 
 # %%
-from minivllm.cli.steps import format_step_table, run_step_table
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.lab.cli.steps import format_step_table, run_step_table
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner
@@ -140,8 +140,8 @@ print(f"step {step + 1}: scheduled {out.num_scheduled_tokens}, waiting {[r.reque
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.sim.run import make_runner
-from minivllm.viz.figures.timeline import recovery_events
+from minivllm.lab.sim.run import make_runner
+from minivllm.lab.viz.figures.timeline import recovery_events
 
 
 def run_scene(out_a, out_b):
@@ -205,8 +205,8 @@ describe(trace_b)
 #   Bottom: one bar per preemption.
 
 # %%
-from minivllm.sim.run import shared_prefix_workload, simulate
-from minivllm.viz.figures import recovery_timeline
+from minivllm.lab.sim.run import shared_prefix_workload, simulate
+from minivllm.lab.viz.figures import recovery_timeline
 
 busy = simulate(shared_prefix_workload(), max_num_batched_tokens=64, max_num_seqs=8, max_model_len=256,
                 num_gpu_blocks=24, block_size=16, record_block_pool=True).trace  # fmt: skip
@@ -238,7 +238,7 @@ recovery_timeline(busy, title="Ten requests, a 24-block pool: what each preempti
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.widgets import RecoveryExplorer
+from minivllm.lab.viz.widgets import RecoveryExplorer
 
 app = RecoveryExplorer()
 app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
@@ -329,7 +329,7 @@ for r, out in tight.outputs.items():
 #   reused (path A). Blocks reused meanwhile, and the partial last block, are recomputed (path B).
 # - Blocks shared with running requests (a common system prompt) never leave the cache.
 # - Preemption costs time, never correctness: greedy outputs are identical (`minivllm/core/scheduler.py`
-#   `_preempt`, `preempt_request`; `minivllm/viz/figures/timeline.py` `recovery_events`).
+#   `_preempt`, `preempt_request`; `minivllm/lab/viz/figures/timeline.py` `recovery_events`).
 
 # %% [markdown]
 # ## Exercises
@@ -348,7 +348,7 @@ for r, out in tight.outputs.items():
 # `11_5_preemption_recovery_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_5 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch11_5 import check_exercise_1, check_exercise_2
 
 
 def first_preemption(prompt_lens, max_tokens, num_gpu_blocks):

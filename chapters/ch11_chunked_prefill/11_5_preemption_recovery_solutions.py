@@ -24,8 +24,8 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.core.testing import run_steps
-from minivllm.exercises.ch11_5 import check_exercise_1, check_exercise_2
+from minivllm.lab.exercises.ch11_5 import check_exercise_1, check_exercise_2
+from minivllm.lab.testbench import run_steps
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
 

@@ -25,7 +25,7 @@
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.core.testing import step
+from minivllm.lab.testbench import step
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner
@@ -348,7 +348,7 @@ print("tokens sampled this step:", {r: len(engine.outputs[r].outputs[0].token_id
 # Solutions are in `11_6_varlen_metadata_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_6 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_6 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def query_start_loc(num_scheduled):

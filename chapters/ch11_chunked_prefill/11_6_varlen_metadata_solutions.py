@@ -23,7 +23,7 @@
 # %%
 from itertools import accumulate
 
-from minivllm.exercises.ch11_6 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_6 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def query_start_loc(num_scheduled):

@@ -25,11 +25,11 @@
 # %%
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.metrics.summary import summarize
-from minivllm.sim.cost_model import CostModel
-from minivllm.sim.sim_runner import SimRunner
-from minivllm.sim.utilisation import trace_utilisation
-from minivllm.sim.workload import make_workload
+from minivllm.lab.metrics.summary import summarize
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.sim_runner import SimRunner
+from minivllm.lab.sim.utilisation import trace_utilisation
+from minivllm.lab.sim.workload import make_workload
 
 A100 = CostModel.from_preset("llama2_7b_a100")
 
@@ -71,11 +71,11 @@ print(f"KV cache: {A100.num_blocks(16, 64, 64):,} blocks of 16 tokens at budget 
 #   --max-model-len 4096 --sweep max-num-batched-tokens=64,...,8192` prints.
 # - **Utilisation** is the share of the A100's peak compute (312 TFLOP/s bf16) the steps use: useful
 #   FLOPs (2 x 6.48e9 per token for the linear layers, 4 x layers x d_model per attention pair) over
-#   step time x peak, with the cost model's step times (`minivllm.sim.utilisation`; sources in the
+#   step time x peak, with the cost model's step times (`minivllm.lab.sim.utilisation`; sources in the
 #   preset). Not tokens per step.
 
 # %%
-from minivllm.benchmarks.sweep import format_table
+from minivllm.lab.benchmarks.sweep import format_table
 
 BUDGETS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
 traces = {b: sim_run(workload.requests, max_num_batched_tokens=b, max_num_seqs=64) for b in BUDGETS}
@@ -98,7 +98,7 @@ print(f"utilisation: {util[0]:.1%} at 64, {util[3]:.1%} at 512, {util[-1]:.1%} a
       f"{max(util[3:]) / min(util[3:]) - 1:.1%} (a plateau)")  # fmt: skip
 
 # %%
-from minivllm.viz.figures import chunk_size_curves
+from minivllm.lab.viz.figures import chunk_size_curves
 
 chunk_size_curves(metrics, title="Chunk size: Llama-2-7B on an A100 (simulated), 100 Azure conversations")
 
@@ -125,7 +125,7 @@ chunk_size_curves(metrics, title="Chunk size: Llama-2-7B on an A100 (simulated),
 #   `GPUModelRunner.profile_run`). The profiling run executes a dummy batch of `max_num_batched_tokens`
 #   tokens. Its peak memory is subtracted from `total memory x gpu_memory_utilization`, together with the
 #   weights, and what is left becomes KV blocks. So a bigger budget leaves fewer blocks.
-# - `minivllm.sim.memory` models that: KV blocks = (GPU memory x 0.9 - weights - activation peak(budget)) /
+# - `minivllm.lab.sim.memory` models that: KV blocks = (GPU memory x 0.9 - weights - activation peak(budget)) /
 #   bytes per block. The activation peak is 82,432 bytes per budget token: the tensors alive at the top of
 #   one decoder layer's MLP (`gate_up_proj` out 2 x 11008, `SiluAndMul` out 11008, residual and hidden
 #   2 x 4096, bf16). On top of that come fp32 logits and probabilities for each dummy request. This is an
@@ -137,7 +137,7 @@ chunk_size_curves(metrics, title="Chunk size: Llama-2-7B on an A100 (simulated),
 # - First, how much of the pool a 16384-token budget takes, for the 7B model on three memory sizes:
 
 # %%
-from minivllm.sim.memory import llama2_7b
+from minivllm.lab.sim.memory import llama2_7b
 
 print(f"{'GPU memory':>10} {'KV blocks @2048':>15} {'KV blocks @16384':>16} {'pool lost':>9}")
 for gib in (80, 40, 24):
@@ -155,7 +155,7 @@ for gib in (80, 40, 24):
 # %%
 import statistics
 
-from minivllm.sim.run import simulate
+from minivllm.lab.sim.run import simulate
 
 MEM = llama2_7b(24)
 MEM_BUDGETS = [512, 2048, 8192, 16384]
@@ -191,7 +191,7 @@ print("KV blocks fall at every step of the sweep:",
 print("preemptions rise with the budget:", rows[-1]["num_preemptions"] > rows[0]["num_preemptions"])
 
 # %%
-from minivllm.viz.figures.tuning import memory_curves
+from minivllm.lab.viz.figures.tuning import memory_curves
 
 memory_curves(rows, title="Llama-2-7B on 24 GiB (A100 timing): a bigger budget reserves activations, fewer KV blocks",
               reference=same)  # fmt: skip
@@ -210,14 +210,14 @@ memory_curves(rows, title="Llama-2-7B on 24 GiB (A100 timing): a bigger budget r
 # ### Goodput under a TPOT SLO · SLO 下的有效吞吐
 #
 # - Goodput counts only the output tokens of requests whose TPOT met an SLO, per second
-#   (`minivllm.metrics.goodput`, "capacity under an SLO" in Sarathi-Serve). Same runs as the sweep, recounted
+#   (`minivllm.lab.metrics.goodput`, "capacity under an SLO" in Sarathi-Serve). Same runs as the sweep, recounted
 #   for four SLOs. "Best" is the smallest budget within 1% of the highest goodput; budgets closer than that
 #   are not told apart.
 
 # %%
-from minivllm.metrics.goodput import goodput, num_within_slo
-from minivllm.viz.figures.curves import trend
-from minivllm.viz.widgets.goodput import best_budget
+from minivllm.lab.metrics.goodput import goodput, num_within_slo
+from minivllm.lab.viz.figures.curves import trend
+from minivllm.lab.viz.widgets.goodput import best_budget
 
 print(f"{'TPOT SLO':>8} {'best budget':>11} {'goodput tok/s':>13} {'within SLO':>10} {'goodput @8192':>13}   shape")
 best = {}
@@ -233,7 +233,7 @@ print(f"raw throughput: {trend(BUDGETS, thr)}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.widgets.goodput import GoodputExplorer
+from minivllm.lab.viz.widgets.goodput import GoodputExplorer
 
 goodput_app = GoodputExplorer(traces, value=50)
 goodput_app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
@@ -336,16 +336,16 @@ print("on this CPU a 128-token step costs more than 2x a decode-only step:", cpu
 # ### How far the simulated numbers hold · 模拟数字能信几分
 #
 # - The GPU curves above are only as good as the cost model. Its presets are built from published
-#   profiles, one source line per term (`python -m minivllm.sim.gpu_presets`; the sources are in each
+#   profiles, one source line per term (`python -m minivllm.lab.sim.gpu_presets`; the sources are in each
 #   preset's `meta["terms"]`): Vidur's measured linear-layer times (with their tile steps), its attention
 #   and CPU-overhead profiles, each model's own KV heads, and KV capacity from GPU memory at the budget.
-# - `python -m minivllm.benchmarks.sim_validation` replays runs someone else made on real GPUs (vLLM's
+# - `python -m minivllm.lab.benchmarks.sim_validation` replays runs someone else made on real GPUs (vLLM's
 #   latency benchmark, Lambda's ShareGPT runs of Llama-3-8B) and compares. Below: published vs simulated,
 #   and where the simulated busy time went, so that a good ratio cannot hide two errors cancelling.
 
 # %%
-from minivllm.benchmarks import sim_validation
-from minivllm.sim.published_runs import PUBLISHED_RUNS
+from minivllm.lab.benchmarks import sim_validation
+from minivllm.lab.sim.published_runs import PUBLISHED_RUNS
 
 replays = [sim_validation.replay(run) for run in PUBLISHED_RUNS]
 print(sim_validation.format_table(replays))
@@ -359,12 +359,12 @@ print("every metric within its target (TTFT 25%, the rest 15%):", all(row["ok"] 
 #   else comes from profiles measured elsewhere. `--ablate` replays each run with one term left out.
 # - The CPU preset is a measurement of one machine. Its fit records the CPU, torch threads and clock;
 #   on another machine the simulator warns and names the command that fits this one
-#   (`python -m minivllm.sim.calibrate --local`, about 6 minutes on a quiet 2-core machine; the fit is
+#   (`python -m minivllm.lab.sim.calibrate --local`, about 6 minutes on a quiet 2-core machine; the fit is
 #   cached):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.sim.local_fit import fit_status
+from minivllm.lab.sim.local_fit import fit_status
 
 print(fit_status())
 
@@ -414,8 +414,8 @@ print("SchedulerConfig fields:", [f.name for f in dataclasses.fields(SchedulerCo
 #   400-token prompts. Budget 2048.
 
 # %%
-from minivllm.cli.steps import format_step_table, run_step_table
 from minivllm.core.scheduler import Scheduler
+from minivllm.lab.cli.steps import format_step_table, run_step_table
 from minivllm.request import Request
 
 SCENE = [("chat0", 16, 10), ("chat1", 16, 10), ("long", 6000, 2), ("s0", 400, 4), ("s1", 400, 4), ("s2", 400, 4),
@@ -490,7 +490,7 @@ print(f"threshold 512, step {first.step}: long {first.cells['long']}, s0 {first.
 #   A request's mean TPOT averages its gaps and hides one spike among many tokens; both are printed.
 
 # %%
-from minivllm.sim.run import demo_workload
+from minivllm.lab.sim.run import demo_workload
 
 scene = demo_workload()
 COMMON = dict(max_num_seqs=16, num_gpu_blocks=600)
@@ -617,7 +617,7 @@ print(f"preemptions -> lower max_num_seqs: {base[0]} -> {fewer[0]}, throughput {
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.widgets import ConfigExplorer
+from minivllm.lab.viz.widgets import ConfigExplorer
 
 app = ConfigExplorer()
 app.ui  # noqa: B018 (the cell's value is what Jupyter displays)
@@ -676,7 +676,7 @@ for control, value in ((app.budget, 2048), (app.threshold, 512), (app.chunked, F
 # `11_7_chunk_size_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_7 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_7 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def steps_to_first_token(prompt_len, num_decodes, budget):

@@ -23,7 +23,7 @@
 #   samples the first token.
 
 # %%
-from minivllm.exercises.ch11_7 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_7 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def steps_to_first_token(prompt_len, num_decodes, budget):
@@ -64,10 +64,10 @@ from functools import cache
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.metrics.summary import summarize
-from minivllm.sim.cost_model import CostModel
-from minivllm.sim.sim_runner import SimRunner
-from minivllm.sim.workload import make_workload
+from minivllm.lab.metrics.summary import summarize
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.sim_runner import SimRunner
+from minivllm.lab.sim.workload import make_workload
 
 
 @cache

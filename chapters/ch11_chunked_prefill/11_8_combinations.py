@@ -25,9 +25,9 @@
 
 # %%
 from minivllm import EngineConfig, LLMEngine, SamplingParams
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.model.loader import load_model
-from minivllm.sim.cost_model import CostModel
-from minivllm.sim.sim_runner import SimRunner
 from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")  # loaded once; every real engine below shares it
@@ -175,7 +175,7 @@ for r in prompts:
 #   arrives at step 3 and is chunked next to it (budget 48).
 
 # %%
-from minivllm.benchmarks.spec_decode import PASSAGE
+from minivllm.lab.benchmarks.spec_decode import PASSAGE
 
 quote = chat_prompt(f"Here is a passage:\n{PASSAGE}\nCopy the passage exactly, word for word.")
 REPORT = (
@@ -233,7 +233,7 @@ print(repr(spec.outputs["report"].outputs[0].text))
 #   dashed budget line as the report's prefill chunks (orange).
 
 # %%
-from minivllm.viz.figures import chunk_schedule
+from minivllm.lab.viz.figures import chunk_schedule
 
 chunk_schedule(spec.trace, title="Drafts share the budget with a prefill chunk (budget 48)", height=360)
 
@@ -270,7 +270,7 @@ trace = preemption_scene(record_block_pool=True)
 step_table(trace, ["chat0", "chat1", "long"])
 
 # %%
-from minivllm.viz.figures.timeline import recovery_events
+from minivllm.lab.viz.figures.timeline import recovery_events
 
 for ev in recovery_events(trace):
     print(f"{ev.request_id}: preempted at step {ev.preempt_step} with {ev.computed_before} tokens computed;"
@@ -285,7 +285,7 @@ for ev in recovery_events(trace):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.viz.widgets import StepPlayer
+from minivllm.lab.viz.widgets import StepPlayer
 
 player = StepPlayer(trace)
 player.ui  # noqa: B018 (the cell's value is what Jupyter displays)
@@ -312,7 +312,7 @@ for n in (12, 16, 24, 32, 40):
               f"{ev.recomputed:>10}")  # fmt: skip
 
 # %%
-from minivllm.viz.figures import recovery_timeline
+from minivllm.lab.viz.figures import recovery_timeline
 
 recovery_timeline(trace, title="long: 90 tokens dropped at step 5, 80 back from the cache at step 16")
 
@@ -349,7 +349,7 @@ step_table(preemption_scene(chunked=False), ["chat0", "chat1", "long"])
 from collections import Counter
 from types import SimpleNamespace
 
-from minivllm.metrics.summary import summarize
+from minivllm.lab.metrics.summary import summarize
 
 THRASH_IDS = [f"r{i}" for i in range(6)]
 
@@ -417,7 +417,7 @@ print(f"prefix cache on:  {c_off['preemptions']} preemptions and {c_off['recompu
       "chunks")  # fmt: skip
 
 # %%
-from minivllm.viz.figures import gantt_compare
+from minivllm.lab.viz.figures import gantt_compare
 
 gantt_compare(
     {"reserve off (0.8.5)": thrash_runs[("off", "off")], "reserve on (later vLLM)": thrash_runs[("off", "on")]},
@@ -463,7 +463,7 @@ except ValueError as err:
 #   walks the book's rule by hand from the scheduler's state, and the last column is what `schedule()` decided.
 
 # %%
-from minivllm.core.testing import make_request, make_scheduler
+from minivllm.lab.testbench import make_request, make_scheduler
 from minivllm.worker.fake_runner import FakeModelRunner
 
 
@@ -617,7 +617,7 @@ for combo, relation, advice, where, shown in MATRIX:
 # `11_8_combinations_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_8 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_8 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def tokens_billed(prompt_len, shared_len, block_size):

@@ -25,7 +25,7 @@
 # - The request is billed for everything else.
 
 # %%
-from minivllm.exercises.ch11_8 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_8 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def tokens_billed(prompt_len, shared_len, block_size):

@@ -25,7 +25,7 @@
 #   Llama-2-7B on an A100. They are deterministic. Misconceptions 3 and 4 drive the real `Scheduler` step
 #   by step; misconception 5 runs the real model (SmolLM2-135M on this CPU).
 # - The price of a step is a sum of terms built from published profiles (`CostModel.terms`; `python -m
-#   minivllm.sim.gpu_presets` prints the source of each): host work per step and per request, the linear
+#   minivllm.lab.sim.gpu_presets` prints the source of each): host work per step and per request, the linear
 #   layers from Vidur's measured table by token count (tile steps included), attention at 23% of peak, KV
 #   reads at 87% of the bandwidth, and KV blocks from the 80 GB at each budget (vLLM's profiling run).
 # - What that changed against the earlier roofline model (a fixed 5.5 ms a step, 56 µs a token above a
@@ -36,10 +36,10 @@
 #   step riding on decodes than in a big compute-bound one.
 
 # %%
-from minivllm.metrics.summary import summarize
-from minivllm.sim.cost_model import CostModel
-from minivllm.sim.run import simulate
-from minivllm.sim.workload import make_workload
+from minivllm.lab.metrics.summary import summarize
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.run import simulate
+from minivllm.lab.sim.workload import make_workload
 
 PRESET = "llama2_7b_a100"  # cost model of the simulator: Llama-2-7B, bf16, one A100-80GB
 cost = CostModel.from_preset(PRESET)
@@ -162,12 +162,12 @@ print(summaries["budget 2048"].table())
 # - Distributions show more than percentiles: the TTFT and TPOT CDFs of the three runs.
 
 # %%
-from minivllm.viz.figures import latency_cdfs
+from minivllm.lab.viz.figures import latency_cdfs
 
 latency_cdfs(runs, title="TTFT and TPOT, ShareGPT at 2.5 req/s (simulated Llama-2-7B, A100)")
 
 # %%
-from minivllm.viz.figures import queue_kv_over_time
+from minivllm.lab.viz.figures import queue_kv_over_time
 
 
 def first_time(times, flags):
@@ -216,7 +216,7 @@ for label, trace in runs.items():
 # - A few lines of it:
 
 # %%
-from minivllm.metrics.prometheus import prometheus_text
+from minivllm.serving.metrics.prometheus import prometheus_text
 
 text = prometheus_text(runs["budget 2048"], model_name="llama-2-7b")
 lines = text.splitlines()
@@ -293,7 +293,7 @@ print(f"TPOT p99 moves by {abs(summaries['budget 512'].tpot.p99 / ref.tpot.p99 -
 #   the chunk is too small, whether decodes are starved, whether the GPU runs steadier).
 # - Throughput here = all the workload's tokens (prompt + output) over the time to finish all of it, in
 #   simulated A100 seconds. Six ways to run the same requests, on two workloads:
-#   - **prefill-only steps**: `minivllm.baselines.PrefillFirstScheduler`, vLLM V0's default scheduler (a
+#   - **prefill-only steps**: `minivllm.lab.baselines.PrefillFirstScheduler`, vLLM V0's default scheduler (a
 #     waiting prompt runs whole, in a step of its own, and the decodes wait; 11_1 §11.2.4);
 #   - **V1, chunking off** (`enable_chunked_prefill=False`): a whole prompt joins the decodes' step;
 #   - **V1, chunked**, budgets 2048 (the default), 512, 128 and 32.
@@ -307,8 +307,8 @@ print(f"TPOT p99 moves by {abs(summaries['budget 512'].tpot.p99 / ref.tpot.p99 -
 
 # %%
 from minivllm import EngineConfig, LLMEngine
-from minivllm.baselines import PrefillFirstScheduler
-from minivllm.sim.run import make_runner
+from minivllm.lab.baselines import PrefillFirstScheduler
+from minivllm.lab.sim.run import make_runner
 
 
 def run_way(requests, way, max_num_seqs=32, max_model_len=4096):
@@ -498,7 +498,7 @@ VERDICTS["chunk 越小越好，decode 越稳"] = ("误区 2", f"throughput best 
 #   cost the same 56 µs in any step above 64 tokens, the curve was flat from 128 up.
 
 # %%
-from minivllm.viz.figures import chunk_size_curves
+from minivllm.lab.viz.figures import chunk_size_curves
 
 chunk_size_curves(sweep, title="Chunk size sweep: Azure conversations at 6 req/s (simulated Llama-2-7B, A100)")
 
@@ -509,9 +509,9 @@ chunk_size_curves(sweep, title="Chunk size sweep: Azure conversations at 6 req/s
 #   KV of the earlier ones (`shapes_from_steps`: tokens and KV context per step).
 
 # %%
+from minivllm.lab.sim.cost_model import shapes_from_steps
+from minivllm.lab.sim.workload import WorkloadRequest
 from minivllm.sampling_params import SamplingParams
-from minivllm.sim.cost_model import shapes_from_steps
-from minivllm.sim.workload import WorkloadRequest
 
 doc = [WorkloadRequest("doc", 0.0, list(range(3, 2051)), SamplingParams(max_tokens=1, ignore_eos=True))]
 print(f"{'chunk':>6} {'steps':>6} {'tokens':>7} {'attention pairs':>16} {'KV tokens re-read':>18} {'fixed cost ms':>14}"
@@ -549,7 +549,7 @@ print(f"chunks of 32: {rows[32][0]}x the steps of one whole prefill and {rows[32
 import dataclasses
 
 from minivllm.core.scheduler import Scheduler
-from minivllm.core.testing import make_request, make_scheduler, run_steps, run_table
+from minivllm.lab.testbench import make_request, make_scheduler, run_steps, run_table
 
 defaults = EngineConfig()
 sc = defaults.scheduler_config
@@ -711,8 +711,8 @@ VERDICTS["要和 prefix cache 二选一"] = ("误区 4", f"B computes {computed[
 #   times: never preempted, preempted with prefix caching on, preempted with it off.
 
 # %%
+from minivllm.lab.viz.figures.timeline import recovery_events
 from minivllm.model.loader import load_model
-from minivllm.viz.figures.timeline import recovery_events
 from minivllm.worker.model_runner import ModelRunner
 
 loaded = load_model("smollm2")
@@ -829,7 +829,7 @@ def cut_statements(loop_marker):
     return [s for loop in loops[:1] for s in loop.body if any(k in ast.get_source_segment(src, s) for k in keys)]
 
 
-sched, pf = functions("core/scheduler.py"), functions("baselines/prefill_first.py")
+sched, pf = functions("core/scheduler.py"), functions("lab/baselines/prefill_first.py")
 running, waiting = cut_statements("self.running"), cut_statements("self.waiting")
 request_src = source("request.py").splitlines()
 field_line = next(i for i, line in enumerate(request_src, 1) if "self.num_computed_tokens = 0" in line)
@@ -840,7 +840,7 @@ rows = [
     ("  RUNNING cut", sum(map(span, running)), "the call with num_tokens_with_spec + the max_model_len min (~13)"),
     ("  WAITING cut", sum(map(span, waiting)), "prefix-cache hit, the same call, the chunking-off rule (~25)"),
     ("minivllm/request.py", len(request_src), f"Request (178); num_computed_tokens = 0 at line {field_line}"),
-    ("minivllm/baselines/prefill_first.py", len(source("baselines/prefill_first.py").splitlines()),
+    ("minivllm/lab/baselines/prefill_first.py", len(source("lab/baselines/prefill_first.py").splitlines()),
      "the other path: V0's default, apart from core/"),  # fmt: skip
     ("  its schedule() + helpers", sum(span(pf[m]) for m in ("schedule", "_schedule_prefills", "_schedule_decodes")),
      "prefill-only steps, then decodes"),  # fmt: skip
@@ -923,7 +923,7 @@ for claim, (cell, shown) in VERDICTS.items():
 # `11_9_evaluation_solutions.ipynb`.
 
 # %%
-from minivllm.exercises.ch11_9 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_9 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def ttft_and_tpot(arrival_time, token_times):

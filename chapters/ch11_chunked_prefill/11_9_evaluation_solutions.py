@@ -23,7 +23,7 @@
 #   undefined for a single token.
 
 # %%
-from minivllm.exercises.ch11_9 import check_exercise_1, check_exercise_2, check_exercise_3
+from minivllm.lab.exercises.ch11_9 import check_exercise_1, check_exercise_2, check_exercise_3
 
 
 def ttft_and_tpot(arrival_time, token_times):

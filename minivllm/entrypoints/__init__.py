@@ -1,5 +1,4 @@
-"""HTTP entry points (§11.9): the OpenAI-compatible server (``server``), its engine thread (``async_engine``),
-the live demo page (``demo_routes``, ``static/``) and the serving benchmark client (``bench_serve``).
+"""The engine's offline entry point: ``LLM`` (``llm.py``), as vLLM's ``vllm/entrypoints/llm.py``.
 
-Mirrors ``vllm/entrypoints/openai/`` and ``benchmarks/benchmark_serving.py``.
+The HTTP server is the serving wing (``minivllm/serving/``).
 """

@@ -7,7 +7,7 @@ PREEMPTED) and per-iteration stats (``vllm/v1/metrics/stats.py``).
 
 Observers (``EngineTrace.observers``) are told of each step and each finished request as it happens,
 the way vLLM's engine hands ``IterationStats`` to its stat loggers (``vllm/v1/metrics/loggers.py``):
-``minivllm.metrics.loggers`` keeps the live Prometheus counters that way.
+``minivllm.serving.metrics.loggers`` keeps the live Prometheus counters that way.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """CPU linear layers through oneDNN with each weight packed once (§11.9, where the CPU time goes).
 
 On a CPU almost all of a step's time is matrix multiplication (the profile in
-``python -m minivllm.benchmarks.throughput --profile``). PyTorch's default CPU GEMM re-reads the
+``python -m minivllm.lab.benchmarks.throughput --profile``). PyTorch's default CPU GEMM re-reads the
 weight in its plain ``[out, in]`` layout on every call, which is slow for the small batches of a
 decode step (16 rows: a third of the machine's speed). oneDNN can reorder a weight once into the
 blocked layout its kernels want; every later call then streams it at close to full speed. vLLM's

@@ -7,7 +7,7 @@ satisfy it, and the type checker holds them to it (``tests/worker/test_base.py``
 
 - ``minivllm.worker.model_runner.ModelRunner``: the real model on a paged KV cache;
 - ``minivllm.worker.fake_runner.FakeModelRunner``: deterministic tokens, no tensors;
-- ``minivllm.sim.sim_runner.SimRunner``: FakeModelRunner's tokens, time from a cost model.
+- ``minivllm.lab.sim.sim_runner.SimRunner``: FakeModelRunner's tokens, time from a cost model.
 
 The rules every runner keeps:
 

@@ -1,7 +1,7 @@
 """The engine's clock (§11.7): what it must do, and the real one.
 
 The real engine measures steps with ``time.perf_counter`` (synchronising CUDA first). A runner may
-bring its own clock (the simulator's :class:`minivllm.sim.clock.VirtualClock`), which the engine then
+bring its own clock (the simulator's :class:`minivllm.lab.sim.clock.VirtualClock`), which the engine then
 uses; anything with ``now()`` and ``wait_until(t)`` will do.
 """
 

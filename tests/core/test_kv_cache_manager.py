@@ -7,7 +7,7 @@ import pytest
 from minivllm.core.block_pool import BlockPool
 from minivllm.core.kv_cache_manager import KVCacheManager
 from minivllm.core.kv_cache_utils import FreeKVCacheBlockQueue, KVCacheBlock, hash_block_tokens, hash_request_tokens
-from minivllm.core.testing import make_request
+from minivllm.lab.testbench import make_request
 
 
 def manager(num_blocks: int = 11, block_size: int = 16, caching: bool = True) -> KVCacheManager:

@@ -11,7 +11,7 @@ import pytest
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.kv_cache_manager import KVCacheManager
 from minivllm.core.scheduler import Scheduler
-from minivllm.core.testing import make_request, run_steps, step
+from minivllm.lab.testbench import make_request, run_steps, step
 from minivllm.request import Request
 from minivllm.worker.fake_runner import FakeModelRunner
 

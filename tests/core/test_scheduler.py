@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minivllm.core.testing import make_request, make_scheduler, run_table, step
+from minivllm.lab.testbench import make_request, make_scheduler, run_table, step
 from minivllm.request import RequestStatus
 from minivllm.worker.fake_runner import FakeModelRunner
 

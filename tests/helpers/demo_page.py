@@ -1,5 +1,5 @@
 """The live demo page in Debian's chromium (never ``playwright install``): shared by
-tests/entrypoints/test_demo_page.py and tests/entrypoints/demo_screenshot.py."""
+tests/serving/test_demo_page.py and tests/serving/demo_screenshot.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ data, runtime, settings and workspace folders under a temporary directory, so no
 Jupyter set-up is read or written; its log (kernels included) is kept for the test to read.
 
 ``widget_notebook(src, dst)`` writes the cells a notebook's widget apps need: every code cell that
-builds or drives an app (``minivllm.viz.widgets``, ``ipywidgets``, ``FigureWidget``), and, going back,
+builds or drives an app (``minivllm.lab.viz.widgets``, ``ipywidgets``, ``FigureWidget``), and, going back,
 every earlier cell that defines a name they use. A first cell moves the kernel to the notebook's own
 folder and records every traceback a widget callback prints (``_BROWSER_TEST_ERRORS``).
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import nbformat
 
-WIDGET_MARKERS = ("minivllm.viz.widgets", "ipywidgets", "FigureWidget")
+WIDGET_MARKERS = ("minivllm.lab.viz.widgets", "ipywidgets", "FigureWidget")
 
 PRELUDE = """\
 # written by tests/helpers/jupyterlab.py: run from the notebook's folder, record widget callback errors

@@ -33,7 +33,7 @@ class Server:
 @contextmanager
 def running_server(model: str, *flags: str, loaded: Any = None) -> Iterator[Server]:
     """``python -m minivllm serve --model MODEL FLAGS`` in this process, on a free loopback port."""
-    from minivllm.entrypoints import server
+    from minivllm.serving import server
 
     args = server.build_parser().parse_args(["--model", model, *flags])
     engine = server.build_engine(args, loaded)

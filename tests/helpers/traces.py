@@ -1,4 +1,4 @@
-"""A hand-built EngineTrace (every number of its metrics is worked out by hand in tests/metrics/test_summary.py)
+"""A hand-built EngineTrace (every number of its metrics is worked out by hand in tests/lab/metrics/test_summary.py)
 and the StepRecord builder it is written with."""
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
+from minivllm.lab.sim.run import make_runner
+from minivllm.lab.sim.workload import WorkloadRequest
 from minivllm.sampling_params import SamplingParams
-from minivllm.sim.run import make_runner
-from minivllm.sim.workload import WorkloadRequest
 
 
 def make_engine(budget: int = 64, blocks: int = 64, block_size: int = 16, record: bool = False, **kw) -> LLMEngine:

@@ -11,10 +11,10 @@ import typing
 
 from minivllm.config import EngineConfig
 from minivllm.core.scheduler import Scheduler
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
-from minivllm.sim.cost_model import CostModel
-from minivllm.sim.sim_runner import SimRunner
 from minivllm.worker.base import ModelRunnerBase
 from minivllm.worker.fake_runner import FakeModelRunner
 from minivllm.worker.model_runner import ModelRunner

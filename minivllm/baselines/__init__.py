@@ -1,5 +1,0 @@
-"""Schedulers the book compares vLLM V1 against (§11.1, §11.2); never imported by ``minivllm.core``."""
-
-from minivllm.baselines.prefill_first import PrefillFirstScheduler
-
-__all__ = ["PrefillFirstScheduler"]

@@ -1,0 +1,275 @@
+"""Offline throughput: minivllm against HF transformers, outputs checked equal (§11.9).
+
+``python -m minivllm.lab.benchmarks.throughput`` generates for one seeded workload
+(16 requests, prompts of 32-512 tokens, 32 output tokens each, greedy, EOS
+ignored) three ways and prints tokens per second and the ratios:
+
+- minivllm ``LLMEngine`` (paged KV cache, mixed prefill + decode batches);
+- HF ``generate`` on static, left-padded batches of 8 (the classic way);
+- HF ``generate_batch`` (transformers' own continuous batching), timed twice: its first call, which
+  also builds and warms up its batching manager, and a second call that reuses the kept manager.
+
+Each engine runs in a fresh Python process (``--same-process`` runs them all in this one, where
+HF then also benefits from minivllm's process-wide malloc tuning), after a short warm-up. Every
+output is compared token for token with minivllm's. Then it says where minivllm's time went:
+steps that carried prompt tokens against pure decode steps (and, with ``--profile``, which
+operators). ``--ablate-cpu-gemm`` adds a minivllm run with PyTorch's own GEMM instead of oneDNN.
+A benchmark, not a test: the numbers depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from minivllm.engine import arg_utils
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.lab.benchmarks.step_profile import profile_steps
+from minivllm.sampling_params import SamplingParams
+
+
+def make_prompts(num: int, low: int, high: int, vocab: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(low, high + 1, (num,), generator=g).tolist()
+    return [torch.randint(3, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto") -> LLMEngine:
+    """An fp32 engine with room for every request of the workload at once, warmed up by one tiny request."""
+    max_len = max(map(len, prompts)) + new_tokens
+    engine = arg_utils.build_engine(
+        loaded=loaded,
+        model=loaded.hf_folder,
+        device=str(device),
+        dtype="float32",
+        cpu_gemm=cpu_gemm,
+        max_num_batched_tokens=budget,
+        max_num_seqs=len(prompts),
+        max_model_len=max_len,
+        attention_backend=attention_backend,
+        num_gpu_blocks=len(prompts) * (max_len // 16 + 2) + 1,
+    )
+    engine.add_request("warmup", prompts[0][:16], SamplingParams(max_tokens=2, temperature=0.0))
+    while engine.has_unfinished_requests():
+        engine.step()
+    return engine
+
+
+def run_minivllm(
+    loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto"
+) -> tuple[float, list, LLMEngine]:
+    engine = build_engine(loaded, prompts, new_tokens, budget, device, attention_backend, cpu_gemm)
+    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
+    t0 = engine.clock.now()
+    for i, p in enumerate(prompts):
+        engine.add_request(str(i), p, params)
+    while engine.has_unfinished_requests():
+        engine.step()
+    elapsed = engine.clock.now() - t0
+    return elapsed, [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], engine
+
+
+def hf_model(folder: str, device, dtype=torch.float32):
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    hf.generation_config.eos_token_id = hf.config.eos_token_id = None  # generate exactly new_tokens
+    return hf
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+@torch.inference_mode()
+def run_hf_static(hf, prompts, new_tokens, batch_size, device) -> tuple[float, list]:
+    from transformers import GenerationConfig
+
+    gen = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+    hf.generate(torch.tensor([prompts[0][:16]], device=device), generation_config=gen)  # warm-up
+    outs = []
+    sync(device)
+    t0 = time.perf_counter()
+    for start in range(0, len(prompts), batch_size):
+        batch = prompts[start : start + batch_size]
+        width = max(map(len, batch))
+        ids = torch.tensor([[0] * (width - len(p)) + p for p in batch], device=device)  # left padding
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=device)
+        out = hf.generate(ids, attention_mask=mask, generation_config=gen)
+        outs += out[:, width:].tolist()
+    sync(device)
+    return time.perf_counter() - t0, outs
+
+
+@torch.inference_mode()
+def run_hf_generate_batch(hf, prompts, new_tokens, device) -> tuple[float, float, list, list]:
+    """Time two generate_batch calls on the workload: the first builds and warms up its manager (as a
+    one-off call does, ~15 s on a CPU whatever the model), the second reuses it (steady state)."""
+    from transformers import GenerationConfig
+
+    logging.getLogger("ContinuousBatchingLogger").setLevel(logging.ERROR)  # its warning about the kept manager
+    gen = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0, eos_token_id=-1)
+    times, outputs = [], []
+    for _ in range(2):
+        sync(device)
+        t0 = time.perf_counter()
+        out = hf.generate_batch(prompts, generation_config=gen, progress_bar=False, persistent_manager=True)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+        by_prompt = {tuple(o.prompt_ids): o.generated_tokens for o in out.values()}
+        outputs.append([list(by_prompt.get(tuple(p), [])) for p in prompts])
+    hf.destroy_cached_continuous_batching_manager()
+    return times[0], times[1], outputs[0], outputs[1]
+
+
+def agreement(a: list[list[int]], b: list[list[int]]) -> str:
+    same = sum(x == y for x, y in zip(a, b))
+    return f"{same}/{len(a)} outputs identical"
+
+
+def _run_one(kind: str, opts: dict) -> dict:
+    """Run one engine on the seeded workload; return its time, outputs and (minivllm) step split."""
+    from minivllm.model.loader import load_model
+
+    device = torch.device(opts["device"])
+    loaded = load_model(opts["model"], "float32", device)
+    prompts = make_prompts(opts["num_prompts"], opts["min_prompt"], opts["max_prompt"], loaded.arch.vocab_size, 0)
+    n = opts["output_len"]
+    if kind.startswith("minivllm"):
+        gemm = "torch" if kind == "minivllm-torch-gemm" else "auto"
+        t, outs, engine = run_minivllm(loaded, prompts, n, opts["budget"], device, cpu_gemm=gemm)
+        steps = [s for s in engine.trace.steps if "warmup" not in s.prefill_tokens | s.decode_tokens]
+        prompt_steps = [s for s in steps if s.prefill_tokens]
+        split = {
+            "num_steps": len(steps),
+            "prompt_steps": len(prompt_steps),
+            "prompt_steps_s": sum(s.duration for s in prompt_steps),
+            "decode_steps_s": sum(s.duration for s in steps if not s.prefill_tokens),
+            "cpu_gemm": engine.model_runner.cpu_gemm,
+        }
+        result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
+        result["num_prompt_tokens"] = sum(map(len, prompts))
+        if opts["profile"] and kind == "minivllm":
+            result["profile"] = profile_steps(build_engine(loaded, prompts, n, opts["budget"], device), prompts, n)
+        return result
+    hf = hf_model(loaded.hf_folder, device)
+    if kind == "hf-static":
+        t, outs = run_hf_static(hf, prompts, n, opts["hf_batch_size"], device)
+        return {"seconds": t, "outputs": outs}
+    t_first, t_kept, outs_first, outs_kept = run_hf_generate_batch(hf, prompts, n, device)
+    return {"seconds": t_kept, "outputs": outs_kept, "first": {"seconds": t_first, "outputs": outs_first}}
+
+
+def run_engines(kinds: list[str], opts: dict, same_process: bool) -> dict[str, dict]:
+    if same_process:
+        return {k: _run_one(k, opts) for k in kinds}
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in kinds:  # a fresh interpreter per engine: no shared allocator state, caches or threads
+            out = os.path.join(tmp, f"{kind}.json")
+            cmd = [sys.executable, "-m", "minivllm.lab.benchmarks.throughput", "--worker", kind]
+            subprocess.run([*cmd, "--worker-opts", json.dumps(opts), "--worker-out", out], check=True)
+            with open(out) as f:
+                results[kind] = json.load(f)
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(
+        prog="python -m minivllm.lab.benchmarks.throughput", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--num-prompts", type=int, default=16)
+    parser.add_argument("--min-prompt", type=int, default=32)
+    parser.add_argument("--max-prompt", type=int, default=512)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    parser.add_argument("--hf-batch-size", type=int, default=8)
+    parser.add_argument("--skip-generate-batch", action="store_true")
+    parser.add_argument("--same-process", action="store_true", help="run every engine in this process")
+    parser.add_argument("--profile", action="store_true", help="operator time of one prompt and one decode step")
+    parser.add_argument("--ablate-cpu-gemm", action="store_true", help="also run minivllm with cpu_gemm=torch")
+    parser.add_argument("--output-json", help="also write one row per engine (seconds, tok/s, outputs) here")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine, write JSON
+    parser.add_argument("--worker-opts", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        with open(args.worker_out, "w") as f:
+            json.dump(_run_one(args.worker, json.loads(args.worker_opts)), f)
+        return {}
+    opts = dict(
+        model=args.model,
+        device=args.device,
+        num_prompts=args.num_prompts,
+        min_prompt=args.min_prompt,
+        max_prompt=args.max_prompt,
+        output_len=args.output_len,
+        budget=args.max_num_batched_tokens,
+        hf_batch_size=args.hf_batch_size,
+        profile=args.profile,
+    )
+    kinds = ["minivllm"] + (["minivllm-torch-gemm"] if args.ablate_cpu_gemm else []) + ["hf-static"]
+    kinds += [] if args.skip_generate_batch else ["hf-generate-batch"]
+    res = run_engines(kinds, opts, args.same_process)
+
+    mini = res["minivllm"]
+    split = mini["split"]
+    total_out = args.num_prompts * args.output_len
+    total_in = mini["num_prompt_tokens"]
+    where = "one process" if args.same_process else "a fresh process each"
+    print(
+        f"{args.num_prompts} requests, prompts {args.min_prompt}-{args.max_prompt} tokens ({total_in} in all), "
+        f"{args.output_len} output tokens each, greedy, fp32; device {args.device}, torch threads "
+        f"{mini['threads']}, {where}; minivllm cpu_gemm={split['cpu_gemm']}"
+    )
+    names = {
+        "minivllm": "minivllm",
+        "minivllm-torch-gemm": "minivllm, cpu_gemm=torch",
+        "hf-static": f"HF generate, static batches of {args.hf_batch_size}",
+        "hf-generate-batch": "HF generate_batch, kept manager",
+        "hf-generate-batch-first": "HF generate_batch, first call",
+    }
+    print(f"{'engine':34} {'seconds':>8} {'output tok/s':>13} {'total tok/s':>12} {'minivllm speed-up':>18}  outputs")
+    if "hf-generate-batch" in res:  # its first call, which also builds the manager, gets a row of its own
+        res["hf-generate-batch-first"] = res["hf-generate-batch"].pop("first")
+    result, rows = {}, []
+    for kind, r in res.items():
+        t = r["seconds"]
+        note = "reference" if kind == "minivllm" else agreement(r["outputs"], mini["outputs"])
+        print(
+            f"{names[kind]:34} {t:>8.2f} {total_out / t:>13.1f} {(total_in + total_out) / t:>12.1f} "
+            f"{t / mini['seconds']:>17.2f}x  {note}"
+        )
+        result[names[kind]] = t
+        rows.append({"engine": names[kind], "seconds": t, "output_tok_s": total_out / t,
+                     "minivllm_speedup": t / mini["seconds"], "outputs": note,
+                     "identical_to_minivllm": sum(x == y for x, y in zip(r["outputs"], mini["outputs"]))})  # fmt: skip
+    print(
+        f"minivllm: {split['num_steps']} steps; with prompt tokens: {split['prompt_steps']} "
+        f"({split['prompt_steps_s']:.2f} s), pure decode: {split['num_steps'] - split['prompt_steps']} "
+        f"({split['decode_steps_s']:.2f} s)"
+    )
+    for label, groups in mini.get("profile", {}).items():
+        total = sum(groups.values())
+        ranked = sorted(groups.items(), key=lambda x: -x[1])
+        parts = ", ".join(f"{g} {ms:.0f} ms ({ms / total:.0%})" for g, ms in ranked)
+        print(f"  {label}: {total:.0f} ms of operators: {parts}")
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump({"options": opts, "num_prompt_tokens": total_in, "rows": rows, "split": split}, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The lab's serving metrics from an EngineTrace: summary tables (``summary``) and goodput (``goodput``)."""

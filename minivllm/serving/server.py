@@ -1,0 +1,209 @@
+"""``python -m minivllm serve``: an OpenAI-compatible HTTP server over one LLMEngine (§11.9).
+
+Mirrors ``vllm/entrypoints/openai/api_server.py`` (``vllm serve``): the same routes (``/v1/completions``,
+``/v1/chat/completions``, ``/v1/models``, ``/health``, ``/metrics``), vLLM's engine flags
+(``--max-num-batched-tokens``, ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``, ...),
+OpenAI-style error bodies, and vLLM's Prometheus metric names (``minivllm.serving.metrics.prometheus``). One
+background thread steps the engine (``AsyncEngine``); the live demo page is at ``/`` (``demo_routes``).
+
+Example: ``python -m minivllm serve --model smollm2 --port 8000 --max-num-batched-tokens 256``, then
+open http://127.0.0.1:8000/ or ``curl http://127.0.0.1:8000/v1/completions -H 'Content-Type:
+application/json' -d '{"prompt": "Hello", "max_tokens": 16, "stream": true}'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from minivllm.engine import arg_utils
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.serving import demo_chats, demo_routes
+from minivllm.serving.admin_guard import AdminGuard, AdminLimits, allowed_hosts
+from minivllm.serving.async_engine import AsyncEngine, EngineDeadError
+from minivllm.serving.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from minivllm.serving.metrics.loggers import PrometheusStatLogger
+from minivllm.serving.protocol import (
+    APIError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    Limits,
+    error_response,
+    install_error_handlers,
+)
+from minivllm.serving.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
+
+logger = logging.getLogger("minivllm.entrypoints")
+
+
+def build_app(
+    engine: AsyncEngine,
+    model_name: str,
+    admin_guard: AdminGuard | None = None,
+    max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """The ASGI app around a (not yet started) AsyncEngine; the engine thread runs while the app does."""
+    llm = engine.engine
+    sc = llm.scheduler.scheduler_config
+    limits = Limits(sc.max_model_len, llm.vocab_size)
+    admin_limits = AdminLimits.from_start(sc.max_num_batched_tokens, sc.max_num_seqs, sc.max_model_len)
+    state = ServerState(
+        engine,
+        model_name,
+        limits,
+        llm.tokenizer,
+        int(time.time()),
+        admin_limits,
+        admin_guard=admin_guard or AdminGuard(),
+        max_prompt_chars=max_prompt_chars(llm.tokenizer, sc.max_model_len),
+    )
+    if sc.enable_chunked_prefill:
+        state.chunked_budget = sc.max_num_batched_tokens
+    if llm.tokenizer is not None and not getattr(llm.tokenizer, "chat_template", None):
+        logger.warning("The tokenizer has no chat template; chat uses the fallback %r.", FALLBACK_CHAT_TEMPLATE)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine.start()
+        yield
+        engine.shutdown()
+
+    app = FastAPI(title="minivllm", lifespan=lifespan)
+    app.state.minivllm = state
+
+    install_error_handlers(app)  # every error in the OpenAI shape: APIError, bad bodies, 404/405/413
+
+    @app.exception_handler(EngineDeadError)
+    async def engine_dead(_: Request, e: EngineDeadError) -> JSONResponse:
+        return error_response(APIError(str(e), status=503, code="engine_dead"))
+
+    @app.get("/health")
+    async def health() -> Response:
+        """200 while the engine loop runs; 503 once it has stopped (vLLM: EngineDeadError)."""
+        return Response(status_code=200 if engine.alive else 503)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {
+            "id": model_name,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "minivllm",
+            "root": llm.config.model_config.model,
+            "max_model_len": limits.max_model_len,
+        }
+        return {"object": "list", "data": [card]}
+
+    stats = PrometheusStatLogger(model_name=model_name)
+    llm.trace.observers.append(stats)  # counters and histograms kept step by step: a scrape costs O(1)
+
+    def render(e: LLMEngine) -> str:
+        s = e.scheduler
+        return stats.render(len(s.running), len(s.waiting), s.kv_cache_manager.usage)  # live gauges
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        text = await engine.call(render)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest, raw: Request) -> Response:
+        return await serve(state, raw, req)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatCompletionRequest, raw: Request) -> Response:
+        return await serve(state, raw, req)
+
+    app.include_router(demo_routes.router)
+    app.include_router(demo_chats.router)
+    app.include_router(demo_routes.admin)
+    app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
+    return app
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m minivllm serve", description=__doc__.splitlines()[0])
+    p.add_argument("--served-model-name", default=None, help="the name clients send as 'model' (default: --model)")
+    p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
+    p.add_argument("--port", type=int, default=8000)
+    arg_utils.add_engine_args(p)  # --model and every other engine flag, vLLM's names
+    p.add_argument(
+        "--max-trace-steps",
+        type=int,
+        default=4_000,
+        help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)",
+    )
+    p.add_argument(
+        "--max-request-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger request bodies are refused (413) before they are read",
+    )
+    admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")
+    admin.add_argument("--disable-admin", action="store_true", help="switch /admin off (404)")
+    admin.add_argument(
+        "--admin-token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)",
+    )
+    admin.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
+    )
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
+    """The engine for the flags, not started: ``arg_utils.build_engine`` checks them before the model loads
+    (unless ``loaded`` is given), then sizes max_model_len to the model when the flags leave it out."""
+    llm = arg_utils.build_engine(loaded=loaded, **arg_utils.engine_kwargs(args))
+    return AsyncEngine(llm, max_trace_steps=args.max_trace_steps)
+
+
+def build_server(args: argparse.Namespace, engine: AsyncEngine, **config: Any) -> Any:
+    """The uvicorn server for ``serve``'s flags (``config`` overrides uvicorn settings, e.g. ``port=0``).
+    Streams still open at SIGTERM get 5 s, then the engine fails them ("server shutting down"); a dead
+    engine makes the server exit instead of lingering with a 503."""
+    import uvicorn
+
+    guard = AdminGuard(not args.disable_admin, args.admin_token, allowed_hosts(args.allowed_hosts, args.host))
+    app = build_app(engine, args.served_model_name or args.model, guard, args.max_request_body_bytes)
+    settings = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(uvicorn.Config(app, **{**settings, **config}))
+    engine.on_dead = lambda why: setattr(server, "should_exit", True)
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        engine = build_engine(args)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
+    name = args.served_model_name or args.model
+    sc = engine.engine.scheduler.scheduler_config
+    logger.info(
+        "serving %s on http://%s:%d (max_model_len %d, budget %d, chunked prefill %s, %d KV blocks)",
+        name,
+        args.host,
+        args.port,
+        sc.max_model_len,
+        sc.max_num_batched_tokens,
+        sc.enable_chunked_prefill,
+        engine.engine.config.cache_config.num_gpu_blocks,
+    )
+    server = build_server(args, engine)
+    server.run()
+    if engine.dead is not None:
+        sys.exit(f"minivllm serve: the engine loop stopped: {engine.dead}")

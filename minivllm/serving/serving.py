@@ -1,0 +1,219 @@
+"""``/v1/completions`` and ``/v1/chat/completions``: validate, queue, stream (§11.9).
+
+Mirrors ``vllm/entrypoints/openai/serving_completion.py`` and ``serving_chat.py``: one request id
+per call (``cmpl-…`` / ``chatcmpl-…``), one SSE chunk per engine step that gave the request tokens
+(``data: {json}\\n\\n``; text may be "" while a UTF-8 character is half done; the last chunk carries
+``finish_reason``), an optional usage chunk (``stream_options.include_usage``), then ``data: [DONE]``.
+A client that goes away has its request aborted, streaming or not (vLLM's ``with_cancellation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from minivllm.serving.admin_guard import AdminGuard, AdminLimits
+from minivllm.serving.async_engine import AsyncEngine, Delta
+from minivllm.serving.protocol import (
+    APIError,
+    ChatCompletionRequest,
+    CompletionRequest,
+    Limits,
+    build_sampling_params,
+    check_token_ids,
+    completion_prompt,
+)
+
+# Used only when the tokenizer has no chat template (e.g. the tiny test models); logged at start-up.
+FALLBACK_CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+
+
+@dataclass
+class ServerState:
+    engine: AsyncEngine
+    model_name: str
+    limits: Limits
+    tokenizer: Any
+    created: int
+    admin_limits: AdminLimits
+    chunked_budget: int = 256  # what the demo's "chunked" switch restores when the server started unchunked
+    admin_guard: AdminGuard = field(default_factory=AdminGuard)
+    max_prompt_chars: int | None = None  # longer text cannot fit in max_model_len tokens: refused untokenized
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise APIError(
+                f"The model `{model}` does not exist; this server serves `{self.model_name}`.",
+                param="model",
+                status=404,
+            )
+
+
+def max_prompt_chars(tokenizer: Any, max_model_len: int) -> int | None:
+    """No token is longer than the vocabulary's longest entry (byte-level tokens: one character per byte),
+    so a text over max_model_len x that many characters cannot fit in max_model_len tokens."""
+    if tokenizer is None:
+        return None
+    return max_model_len * max(len(t) for t in tokenizer.get_vocab())
+
+
+def check_prompt_chars(state: ServerState, num_chars: int, field_name: str) -> None:
+    """Refuse a text prompt that is certainly too long before it is tokenized (which takes ~1 s per MB)."""
+    limit = state.max_prompt_chars
+    if limit is not None and num_chars > limit:
+        mml = state.limits.max_model_len
+        raise APIError(
+            f"The {field_name} has {num_chars} characters; this model's maximum context length is {mml} "
+            f"tokens, which no text over {limit} characters fits in.",
+            field_name,
+        )
+
+
+def chat_prompt_ids(state: ServerState, req: ChatCompletionRequest) -> list[int]:
+    """The chat template applied with the generation prompt, then encoded (as ``LLM.chat`` does)."""
+    tok = state.tokenizer
+    if tok is None:
+        raise APIError("This model has no tokenizer, so it cannot serve chat; use /v1/completions.", "messages")
+    messages = [{"role": m.role, "content": m.text} for m in req.messages]
+    if not messages:
+        raise APIError("messages must not be empty.", "messages")
+    check_prompt_chars(state, sum(len(m["content"]) for m in messages), "messages")
+    template = None if getattr(tok, "chat_template", None) else FALLBACK_CHAT_TEMPLATE
+    text = tok.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=False)
+    return list(tok.encode(text, add_special_tokens=False))
+
+
+async def _unless_disconnected(raw: Request, awaitable: Any) -> tuple[bool, Any]:
+    """(True, result) of ``awaitable``, or (False, None) if the client disconnects first (it is then cancelled:
+    a cancelled stream aborts its request)."""
+
+    async def disconnected() -> None:
+        while (await raw.receive())["type"] != "http.disconnect":
+            pass
+
+    work, gone = asyncio.ensure_future(awaitable), asyncio.ensure_future(disconnected())
+    await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    gone.cancel()
+    if not work.done():
+        work.cancel()
+        return False, None
+    return True, work.result()
+
+
+def _usage(num_prompt: int, num_output: int) -> dict[str, int]:
+    return {"prompt_tokens": num_prompt, "completion_tokens": num_output, "total_tokens": num_prompt + num_output}
+
+
+@dataclass
+class Prepared:
+    """A validated request, ready to queue: its id, prompt token ids and SamplingParams."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    params: Any  # SamplingParams
+    prompt_field: str  # "messages" or "prompt": where the engine's own refusals point
+    chat: bool
+
+
+async def prepare(state: ServerState, req: CompletionRequest | ChatCompletionRequest) -> Prepared:
+    """Model, prompt (templated and tokenized off the event loop, so streams go on) and SamplingParams."""
+    state.check_model(req.model)
+    chat = isinstance(req, ChatCompletionRequest)
+    prompt_field = "messages" if chat else "prompt"
+    if not chat and isinstance(req.prompt, str):
+        check_prompt_chars(state, len(req.prompt), "prompt")
+    if chat:
+        ids = await asyncio.to_thread(chat_prompt_ids, state, req)
+    else:
+        ids = (await asyncio.to_thread(completion_prompt, req, state.tokenizer))[0]
+    check_token_ids(ids, state.limits, prompt_field)
+    params = build_sampling_params(req, len(ids), state.limits, prompt_field, None if chat else 16)
+    request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    return Prepared(request_id, ids, params, prompt_field, chat)
+
+
+async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatCompletionRequest) -> Response:
+    """Shared path of both endpoints: prepare, queue, then stream or collect."""
+    p = await prepare(state, req)
+    request_id, ids, params, prompt_field, chat = p.request_id, p.prompt_token_ids, p.params, p.prompt_field, p.chat
+    stream = state.engine.generate(request_id, ids, params, req.priority)
+    try:  # the engine's own checks (ValueError) surface with the first delta, before any byte is sent
+        alive, first = await _unless_disconnected(raw, anext(stream))
+    except ValueError as e:
+        raise APIError(str(e), param=prompt_field) from e
+    if not alive:
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+    base = {"id": request_id, "created": int(time.time()), "model": state.model_name}
+    if req.stream:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        body = _sse(base, chat, first, stream, len(ids), include_usage)
+        return StreamingResponse(body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    alive, result = await _unless_disconnected(raw, _collect(first, stream))
+    if not alive:
+        return Response(status_code=499)
+    text, last = result
+    if last.error:
+        raise APIError(last.error, status=500)
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": last.finish_reason}
+    if chat:
+        choice["message"] = {"role": "assistant", "content": text}
+    else:
+        choice.update(text=text, stop_reason=None)
+    obj = "chat.completion" if chat else "text_completion"
+    usage = _usage(len(ids), last.num_output_tokens)
+    return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage})
+
+
+async def _collect(first: Delta, stream: AsyncIterator[Delta]) -> tuple[str, Delta]:
+    parts, last = [first.text], first
+    async with aclosing(stream):
+        if not first.finished:
+            async for delta in stream:
+                parts.append(delta.text)
+                last = delta
+    return "".join(parts), last
+
+
+def _chunk(base: dict[str, Any], chat: bool, delta: Delta) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": delta.finish_reason}
+    if chat:
+        choice["delta"] = {"content": delta.text}
+    else:
+        choice["text"] = delta.text
+    return {**base, "object": "chat.completion.chunk" if chat else "text_completion", "choices": [choice]}
+
+
+def _data(obj: Any) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+async def _sse(
+    base: dict[str, Any], chat: bool, first: Delta, stream: AsyncIterator[Delta], num_prompt: int, include_usage: bool
+) -> AsyncIterator[str]:
+    """The SSE body. Cancelled by Starlette when the client disconnects: the stream's ``finally`` aborts."""
+    async with aclosing(stream):
+        if chat:  # vLLM's first chat chunk carries the role only
+            role = {**base, "object": "chat.completion.chunk"}
+            yield _data({**role, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        delta = first
+        while True:
+            if delta.error:
+                yield _data(APIError(delta.error, status=500).body())
+                break
+            yield _data(_chunk(base, chat, delta))
+            if delta.finished:
+                break
+            delta = await anext(stream)
+        if include_usage:
+            obj = "chat.completion.chunk" if chat else "text_completion"
+            yield _data({**base, "object": obj, "choices": [], "usage": _usage(num_prompt, delta.num_output_tokens)})
+        yield "data: [DONE]\n\n"
