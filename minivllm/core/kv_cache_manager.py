@@ -17,15 +17,11 @@ from minivllm.core.kv_cache_utils import (
     BlockHashType,
     KVCacheBlock,
     PrefixCacheStats,
+    cdiv,
     get_hash_fn,
     hash_request_tokens,
 )
 from minivllm.request import Request
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division, as ``vllm.utils.cdiv``."""
-    return -(a // -b)
 
 
 class KVCacheManager:
@@ -87,9 +83,7 @@ class KVCacheManager:
             return [], 0
         block_hashes = self.req_to_block_hashes[request.request_id]
         if not block_hashes:
-            block_hashes = hash_request_tokens(
-                self.hash_fn, self.block_size, request.all_token_ids, request.cache_salt
-            )
+            block_hashes = hash_request_tokens(self.hash_fn, self.block_size, request.all_token_ids, request.cache_salt)
             self.req_to_block_hashes[request.request_id] = block_hashes
         stats = self.prefix_cache_stats
         if stats is not None:

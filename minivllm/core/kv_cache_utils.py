@@ -24,6 +24,11 @@ class BlockHashType(NamedTuple):
     extra_keys: Any | None = None
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division, as ``vllm.utils.cdiv``."""
+    return -(a // -b)
+
+
 def sha256_hash(obj: Any) -> int:
     """``vllm.utils.sha256``: a collision-resistant alternative to builtin ``hash``."""
     return int.from_bytes(hashlib.sha256(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)).digest(), "big")
