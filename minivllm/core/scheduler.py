@@ -397,13 +397,13 @@ class Scheduler:
             scheduled_spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id)
             if scheduled_spec:  # rejected drafts were counted as computed: take them back
                 request.num_computed_tokens -= len(scheduled_spec) + 1 - len(generated)
-            if scheduled_spec is not None and generated:
-                spec_accepted[req_id] = len(generated) - 1
-                if self.log_stats:
+                if self.log_stats and generated:
                     if spec_decoding_stats is None:  # sized by the config; drafts longer than it (tests) widen it
                         longest = max(map(len, scheduler_output.scheduled_spec_decode_tokens.values()))
                         spec_decoding_stats = SpecDecodingStats.new(max(self.num_spec_tokens, longest))
                     spec_decoding_stats.observe_draft(len(scheduled_spec), len(generated) - 1)
+            if scheduled_spec is not None and generated:
+                spec_accepted[req_id] = len(generated) - 1
             if runner_output.spec_token_ids is not None:
                 request.spec_token_ids = list(runner_output.spec_token_ids[runner_output.req_id_to_index[req_id]])
             stopped = False
