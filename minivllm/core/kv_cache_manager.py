@@ -30,7 +30,7 @@ class KVCacheManager:
     vLLM builds it from a ``KVCacheConfig`` (``minivllm.core.kv_cache_interface``); minivllm has one
     full-attention group, so it takes that config's two numbers, ``num_gpu_blocks`` and ``block_size``.
     ``block_size`` may be any size >= 1 here, as in vLLM, whose own tests use 2, 3 and 4; the sizes a user
-    may configure are CacheConfig's (``minivllm.config.BLOCK_SIZES``).
+    may configure are CacheConfig's (``minivllm.config.BLOCK_SIZES``: vLLM 0.8.5's list, which has no 2 or 4).
 
     ``log_stats`` (vLLM's switch): count prefix-cache requests / queries / hits in ``prefix_cache_stats``;
     off, ``prefix_cache_stats`` and ``make_prefix_cache_stats()`` are None. vLLM defaults it to False;

@@ -163,7 +163,7 @@ def test_an_unknown_caching_hash_algo_is_refused():
 @pytest.mark.parametrize("block_size", [2, 3, 4])
 def test_small_blocks_on_the_kv_cache_manager(block_size):
     # vLLM's own tests build the manager with blocks of 2, 3 and 4 tokens; CacheConfig (what a user sets)
-    # allows vLLM's CacheConfig sizes only, where 2 and 4 are not (BlockSize = Literal[1, 8, ..., 128]).
+    # keeps vLLM 0.8.5's sizes, where 2 and 4 are not (BlockSize = Literal[1, 8, ..., 128] through 0.11).
     kv = KVCacheManager(num_gpu_blocks=12, block_size=block_size, max_model_len=100)
     req = make_request("a", 7)
     new = kv.allocate_slots(req, 7, num_lookahead_tokens=2)
