@@ -55,7 +55,9 @@ class _StepDecisions:
 
 
 class Scheduler:
-    """The V1 scheduler (§11.3). ``log_stats`` (vLLM's switch): report SchedulerStats with each update; off, ``update_from_output``
+    """The V1 scheduler (§11.3).
+
+    ``log_stats`` (vLLM's switch): report SchedulerStats with each update; off, ``update_from_output``
     returns ``scheduler_stats=None`` and the KV cache manager counts no prefix-cache stats. On by default
     here (the engine's trace reads the stats). ``speculative_config`` sizes ``SpecDecodingStats`` (vLLM
     takes both from its VllmConfig); the scheduling decisions depend on neither."""
