@@ -7,7 +7,7 @@ import pytest
 
 from minivllm.core.kv_cache_manager import KVCacheManager
 from minivllm.core.kv_cache_utils import hash_block_tokens, hash_request_tokens
-from minivllm.core.testing import make_request, make_scheduler, run_steps
+from minivllm.lab.testbench import make_request, make_scheduler, run_steps
 
 PROMPT = [t % 11 for t in range(70)]  # 4 full blocks of 16 and 6 more tokens
 

@@ -11,7 +11,7 @@ from minivllm.core.kv_cache_manager import KVCacheManager
 from minivllm.core.kv_cache_utils import PrefixCacheStats, PrefixCachingMetrics, hash_block_tokens, sha256_hash
 from minivllm.core.output import ModelRunnerOutput, SpecDecodingStats
 from minivllm.core.scheduler import Scheduler
-from minivllm.core.testing import make_request
+from minivllm.lab.testbench import make_request
 
 
 def test_prefix_caching_metrics_keep_a_window_of_recent_requests():
