@@ -20,7 +20,9 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048  # vllm/config.py _DEFAULT_MAX_NUM_BATCHED
 DEFAULT_MAX_NUM_SEQS = 128
 DEFAULT_MAX_MODEL_LEN = 8192
 SCHEDULING_POLICIES = ("fcfs", "priority")
-# vLLM 0.8.5 allows {1, 8, 16, 32, 64, 128}; 256 is added for upstream FlashAttention-2's page rule.
+# vLLM 0.8.5 allows {1, 8, 16, 32, 64, 128} (a Literal, through 0.11); 256 is added for upstream
+# FlashAttention-2's page rule. Later vLLM (by 0.33) takes any size > 0; minivllm keeps 0.8.5's list, so 2 and 4,
+# which vLLM's own tests give the KV-cache manager directly, are refused here (the manager itself takes them).
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 

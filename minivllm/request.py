@@ -1,7 +1,7 @@
 """Request: one prompt's whole life inside the engine (§11.4, §11.4.3).
 
-Mirrors ``vllm/v1/request.py`` (v0.8.5, plus ``priority`` / ``arrival_time``
-from 0.9.x). The single progress integer is ``num_computed_tokens``: prefill,
+Mirrors ``vllm/v1/request.py`` (v0.8.5, plus ``priority`` / ``arrival_time`` /
+``cache_salt`` from 0.9.x). The single progress integer is ``num_computed_tokens``: prefill,
 chunking, decode and recovery after preemption are all just this number chasing
 ``num_tokens_with_spec``. There is no phase field and no chunk counter.
 """
@@ -116,12 +116,16 @@ class Request:
         arrival_time: float = 0.0,
         priority: int = 0,
         grammar: Grammar | None = None,
+        cache_salt: str | None = None,
     ) -> None:
         self.request_id = request_id
         self.sampling_params = sampling_params
         self.eos_token_id = eos_token_id
         self.arrival_time = arrival_time
         self.priority = priority
+        # vLLM 0.9+: mixed into the first block's prefix-cache hash, so requests with different salts
+        # (tenants) never share cached blocks (``minivllm.core.kv_cache_utils.block_extra_keys``).
+        self.cache_salt = cache_salt
         # §11.4.4: a request with a grammar waits until the grammar is compiled.
         self.grammar = grammar
         self.status = RequestStatus.WAITING_FOR_FSM if grammar is not None else RequestStatus.WAITING

@@ -15,6 +15,7 @@ from minivllm.core.kv_cache_utils import (
     BlockHashType,
     FreeKVCacheBlockQueue,
     KVCacheBlock,
+    block_extra_keys,
     hash_block_tokens,
 )
 
@@ -47,11 +48,13 @@ class BlockPool:
         num_full_blocks: int,
         block_size: int,
         hash_fn: Callable[[Any], int],
+        cache_salt: str | None = None,
     ) -> None:
         """Register blocks ``[num_cached_blocks, num_full_blocks)`` in the prefix cache.
 
         Hashes already known (computed at admission) are reused; blocks filled by
         decoding get their hash computed here and appended to ``block_hashes``.
+        vLLM passes the request; minivllm passes its tokens and its ``cache_salt`` (first block only).
         """
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
@@ -63,7 +66,8 @@ class BlockPool:
                     parent_hash = blocks[i - 1].block_hash
                     assert parent_hash is not None  # block i - 1 is full and was registered before block i
                     parent = parent_hash.hash_value
-                block_hash = hash_block_tokens(hash_fn, parent, all_token_ids[i * block_size : (i + 1) * block_size])
+                tokens = all_token_ids[i * block_size : (i + 1) * block_size]
+                block_hash = hash_block_tokens(hash_fn, parent, tokens, block_extra_keys(i * block_size, cache_salt))
                 block_hashes.append(block_hash)
             block.block_hash = block_hash
             self.cached_block_hash_to_block.setdefault(block_hash, {})[block.block_id] = block

@@ -14,22 +14,28 @@ from collections import defaultdict
 
 from minivllm.core.block_pool import BlockPool
 from minivllm.core.kv_cache_utils import (
-    HASH_FUNCTIONS,
     BlockHashType,
     KVCacheBlock,
     PrefixCacheStats,
+    cdiv,
+    get_hash_fn,
     hash_request_tokens,
 )
 from minivllm.request import Request
 
 
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division, as ``vllm.utils.cdiv``."""
-    return -(a // -b)
-
-
 class KVCacheManager:
-    """Per-request block lists on top of one shared BlockPool."""
+    """Per-request block lists on top of one shared BlockPool.
+
+    vLLM builds it from a ``KVCacheConfig`` (``minivllm.core.kv_cache_interface``); minivllm has one
+    full-attention group, so it takes that config's two numbers, ``num_gpu_blocks`` and ``block_size``.
+    ``block_size`` may be any size >= 1 here, as in vLLM, whose own tests use 2, 3 and 4; the sizes a user
+    may configure are CacheConfig's (``minivllm.config.BLOCK_SIZES``: vLLM 0.8.5's list, which has no 2 or 4).
+
+    ``log_stats`` (vLLM's switch): count prefix-cache requests / queries / hits in ``prefix_cache_stats``;
+    off, ``prefix_cache_stats`` and ``make_prefix_cache_stats()`` are None. vLLM defaults it to False;
+    minivllm to True, because the Scheduler always reports them (it takes ``log_stats`` too).
+    """
 
     def __init__(
         self,
@@ -38,25 +44,31 @@ class KVCacheManager:
         max_model_len: int,
         enable_caching: bool = True,
         caching_hash_algo: str = "builtin",
+        log_stats: bool = True,
     ) -> None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}.")
         self.block_size = block_size
         self.num_gpu_blocks = num_gpu_blocks
         self.max_model_len = max_model_len
         self.max_num_blocks_per_req = cdiv(max_model_len, block_size)
         self.enable_caching = enable_caching
-        self.hash_fn = HASH_FUNCTIONS[caching_hash_algo]
+        self.hash_fn = get_hash_fn(caching_hash_algo)
+        self.log_stats = log_stats
         self.block_pool = BlockPool(num_gpu_blocks, enable_caching)
         self.req_to_blocks: defaultdict[str, list[KVCacheBlock]] = defaultdict(list)
         self.req_to_block_hashes: defaultdict[str, list[BlockHashType]] = defaultdict(list)
         self.num_cached_block: dict[str, int] = {}  # blocks of a request already in the hash map
-        self.prefix_cache_stats = PrefixCacheStats()
+        self.prefix_cache_stats: PrefixCacheStats | None = PrefixCacheStats() if log_stats else None
 
     @property
     def usage(self) -> float:
         return self.block_pool.get_usage()
 
-    def make_prefix_cache_stats(self) -> PrefixCacheStats:
-        """Take the counters gathered since the last call, and start new ones."""
+    def make_prefix_cache_stats(self) -> PrefixCacheStats | None:
+        """Take the counters gathered since the last call, and start new ones (None with log_stats off)."""
+        if self.prefix_cache_stats is None:
+            return None
         stats, self.prefix_cache_stats = self.prefix_cache_stats, PrefixCacheStats()
         return stats
 
@@ -71,9 +83,11 @@ class KVCacheManager:
             return [], 0
         block_hashes = self.req_to_block_hashes[request.request_id]
         if not block_hashes:
-            block_hashes = hash_request_tokens(self.hash_fn, self.block_size, request.all_token_ids)
+            block_hashes = hash_request_tokens(self.hash_fn, self.block_size, request.all_token_ids, request.cache_salt)
             self.req_to_block_hashes[request.request_id] = block_hashes
-        self.prefix_cache_stats.requests += 1
+        stats = self.prefix_cache_stats
+        if stats is not None:
+            stats.requests += 1
 
         searchable = block_hashes
         if len(block_hashes) * self.block_size == request.num_tokens:
@@ -85,8 +99,9 @@ class KVCacheManager:
                 break
             computed.append(block)
 
-        self.prefix_cache_stats.queries += len(searchable)
-        self.prefix_cache_stats.hits += len(computed)
+        if stats is not None:
+            stats.queries += len(searchable)
+            stats.hits += len(computed)
         return computed, len(computed) * self.block_size
 
     def allocate_slots(
@@ -153,6 +168,7 @@ class KVCacheManager:
                     num_full_blocks,
                     self.block_size,
                     self.hash_fn,
+                    request.cache_salt,
                 )
             self.num_cached_block[request.request_id] = max(num_cached_blocks, num_full_blocks)
         return new_blocks
@@ -179,7 +195,7 @@ class KVCacheManager:
 
     def reset_prefix_cache(self) -> bool:
         ok = self.block_pool.reset_prefix_cache()
-        if ok:
+        if ok and self.prefix_cache_stats is not None:
             self.prefix_cache_stats.reset = True
         return ok
 

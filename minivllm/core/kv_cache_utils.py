@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -23,6 +24,11 @@ class BlockHashType(NamedTuple):
     extra_keys: Any | None = None
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division, as ``vllm.utils.cdiv``."""
+    return -(a // -b)
+
+
 def sha256_hash(obj: Any) -> int:
     """``vllm.utils.sha256``: a collision-resistant alternative to builtin ``hash``."""
     return int.from_bytes(hashlib.sha256(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)).digest(), "big")
@@ -32,7 +38,18 @@ def sha256_hash(obj: Any) -> int:
 # PYTHONHASHSEED); minivllm fixes it so notebooks print the same hashes every run.
 NONE_HASH: int = sha256_hash("minivllm NONE_HASH")
 
-HASH_FUNCTIONS: dict[str, Callable[[Any], int]] = {"builtin": hash, "sha256": sha256_hash}
+# ``caching_hash_algo`` -> hash function. vLLM's KVCacheManager takes sha256 for "sha256" and builtin ``hash`` for
+# anything else; its own tests spell the builtin one "hash". minivllm takes both spellings and refuses other
+# names (a typo should not silently mean "builtin"). CacheConfig.prefix_caching_hash_algo allows only vLLM's
+# CacheConfig values, "builtin" and "sha256".
+HASH_FUNCTIONS: dict[str, Callable[[Any], int]] = {"builtin": hash, "hash": hash, "sha256": sha256_hash}
+
+
+def get_hash_fn(caching_hash_algo: str) -> Callable[[Any], int]:
+    """The hash function named ``caching_hash_algo``; ValueError naming the allowed values otherwise."""
+    if not isinstance(caching_hash_algo, str) or caching_hash_algo not in HASH_FUNCTIONS:
+        raise ValueError(f"caching_hash_algo must be one of {tuple(HASH_FUNCTIONS)}, got {caching_hash_algo!r}.")
+    return HASH_FUNCTIONS[caching_hash_algo]
 
 
 def hash_block_tokens(
@@ -47,14 +64,25 @@ def hash_block_tokens(
     return BlockHashType(hash_fn((parent, tokens, extra_keys)), tokens, extra_keys)
 
 
+def block_extra_keys(start_token_idx: int, cache_salt: str | None) -> tuple[str, ...] | None:
+    """The extra keys of the block starting at ``start_token_idx`` (vLLM's ``generate_block_hash_extra_keys``,
+    which also adds LoRA ids and multimodal hashes; minivllm has neither). The salt goes into the *first*
+    block only (vLLM 0.9+): every later block chains to it through its parent hash, so one salt's blocks
+    can never match another salt's (or an unsalted request's)."""
+    return (cache_salt,) if start_token_idx == 0 and cache_salt else None
+
+
 def hash_request_tokens(
-    hash_fn: Callable[[Any], int], block_size: int, token_ids: Sequence[int]
+    hash_fn: Callable[[Any], int], block_size: int, token_ids: Sequence[int], cache_salt: str | None = None
 ) -> list[BlockHashType]:
-    """Hashes of every *full* block of ``token_ids`` (a partial last block has none)."""
+    """Hashes of every *full* block of ``token_ids`` (a partial last block has none).
+
+    vLLM passes the request; minivllm passes its tokens (``request.all_token_ids``) and its ``cache_salt``."""
     hashes: list[BlockHashType] = []
     parent: int | None = None
     for start in range(0, len(token_ids) - block_size + 1, block_size):
-        block_hash = hash_block_tokens(hash_fn, parent, token_ids[start : start + block_size])
+        extra_keys = block_extra_keys(start, cache_salt)
+        block_hash = hash_block_tokens(hash_fn, parent, token_ids[start : start + block_size], extra_keys)
         hashes.append(block_hash)
         parent = block_hash.hash_value
     return hashes
@@ -156,3 +184,43 @@ class PrefixCacheStats:
     @property
     def hit_rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
+
+
+class PrefixCachingMetrics:
+    """The prefix-cache hit rate over the most recent requests (vLLM's ``PrefixCachingMetrics``, in
+    ``vllm/v1/core/kv_cache_utils.py``): what the periodic log line prints.
+
+    ``observe`` takes one step's :class:`PrefixCacheStats`. Once more than ``max_recent_requests`` requests
+    are aggregated, the oldest step's numbers are dropped (one step per observe, as vLLM does). A stats
+    record with ``reset`` set (the prefix cache was reset) clears everything first.
+    """
+
+    def __init__(self, max_recent_requests: int = 1000) -> None:
+        if isinstance(max_recent_requests, bool) or not isinstance(max_recent_requests, int) or max_recent_requests < 1:
+            raise ValueError(f"max_recent_requests must be an integer >= 1, got {max_recent_requests!r}.")
+        self.max_recent_requests = max_recent_requests
+        self.aggregated_requests = 0
+        self.aggregated_query_total = 0
+        self.aggregated_query_hit = 0
+        self.query_queue: deque[tuple[int, int, int]] = deque()  # (requests, queries, hits) per observe
+
+    def observe(self, stats: PrefixCacheStats) -> None:
+        if stats.reset:
+            self.reset()
+        self.query_queue.append((stats.requests, stats.queries, stats.hits))
+        self.aggregated_requests += stats.requests
+        self.aggregated_query_total += stats.queries
+        self.aggregated_query_hit += stats.hits
+        if self.aggregated_requests > self.max_recent_requests:
+            old_requests, old_queries, old_hits = self.query_queue.popleft()
+            self.aggregated_requests -= old_requests
+            self.aggregated_query_total -= old_queries
+            self.aggregated_query_hit -= old_hits
+
+    def reset(self) -> None:
+        self.aggregated_requests = self.aggregated_query_total = self.aggregated_query_hit = 0
+        self.query_queue.clear()
+
+    @property
+    def hit_rate(self) -> float:
+        return self.aggregated_query_hit / self.aggregated_query_total if self.aggregated_query_total else 0.0

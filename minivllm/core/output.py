@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minivllm.core.kv_cache_utils import PrefixCacheStats
 from minivllm.sampling_params import SamplingParams
 
 
@@ -95,14 +96,52 @@ class EngineCoreOutput:
 
 
 @dataclass
+class SpecDecodingStats:
+    """One step's speculative-decoding counts, summed over the requests that had drafts verified (§11.8.2).
+
+    Mirrors ``vllm/v1/spec_decode/metrics.py`` (v0.8.5; here because core/ imports nothing outside it).
+    ``num_accepted_tokens_per_pos[i]`` counts the drafts whose position ``i`` was accepted: acceptance is a
+    prefix, so it never grows with ``i``.
+    """
+
+    num_spec_tokens: int
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, num_spec_tokens: int) -> SpecDecodingStats:
+        return cls(num_spec_tokens=num_spec_tokens, num_accepted_tokens_per_pos=[0] * num_spec_tokens)
+
+    def observe_draft(self, num_draft_tokens: int, num_accepted_tokens: int) -> None:
+        """One request's draft of ``num_draft_tokens`` tokens, of which the first ``num_accepted_tokens``
+        were accepted."""
+        if not 0 <= num_accepted_tokens <= min(num_draft_tokens, self.num_spec_tokens):
+            raise ValueError(
+                f"num_accepted_tokens must be in [0, {min(num_draft_tokens, self.num_spec_tokens)}] "
+                f"(the draft's length, at most num_spec_tokens), got {num_accepted_tokens}."
+            )
+        self.num_drafts += 1
+        self.num_draft_tokens += num_draft_tokens
+        self.num_accepted_tokens += num_accepted_tokens
+        for i in range(num_accepted_tokens):
+            self.num_accepted_tokens_per_pos[i] += 1
+
+
+@dataclass
 class SchedulerStats:
     """The scheduler's state after an update (``vllm/v1/metrics/stats.py``), as the trace records it."""
 
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
     gpu_cache_usage: float = 0.0  # fraction of KV blocks in use
-    # Drafts accepted this step per request that had drafts (§11.8.2; vLLM sums these in SpecDecodingStats).
+    # Drafts accepted this step per request that had drafts (§11.8.2; the trace keeps them per request).
     spec_accepted: dict[str, int] = field(default_factory=dict)
+    # vLLM's fields: the prefix-cache counters taken since the last step (in blocks, as v0.8.5), and this
+    # step's drafts and acceptances summed over requests (None when no draft was verified).
+    prefix_cache_stats: PrefixCacheStats = field(default_factory=PrefixCacheStats)
+    spec_decoding_stats: SpecDecodingStats | None = None
 
 
 @dataclass

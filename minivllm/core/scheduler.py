@@ -19,7 +19,7 @@ import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
-from minivllm.config import CacheConfig, SchedulerConfig
+from minivllm.config import CacheConfig, SchedulerConfig, SpeculativeConfig
 from minivllm.core.kv_cache_manager import KVCacheManager
 from minivllm.core.kv_cache_utils import KVCacheBlock
 from minivllm.core.output import (
@@ -30,6 +30,7 @@ from minivllm.core.output import (
     NewRequestData,
     SchedulerOutput,
     SchedulerStats,
+    SpecDecodingStats,
 )
 from minivllm.request import Request, RequestStatus, check_stop
 
@@ -54,9 +55,25 @@ class _StepDecisions:
 
 
 class Scheduler:
-    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig) -> None:
+    """The V1 scheduler (§11.3).
+
+    ``log_stats`` (vLLM's switch): report SchedulerStats with each update; off, ``update_from_output``
+    returns ``scheduler_stats=None`` and the KV cache manager counts no prefix-cache stats. On by default
+    here (the engine's trace reads the stats). ``speculative_config`` sizes ``SpecDecodingStats`` (vLLM
+    takes both from its VllmConfig); the scheduling decisions depend on neither."""
+
+    def __init__(
+        self,
+        scheduler_config: SchedulerConfig,
+        cache_config: CacheConfig,
+        *,
+        speculative_config: SpeculativeConfig | None = None,
+        log_stats: bool = True,
+    ) -> None:
         if cache_config.num_gpu_blocks is None:
             raise ValueError("cache_config.num_gpu_blocks must be set before building the Scheduler.")
+        self.log_stats = log_stats
+        self.num_spec_tokens = 0 if speculative_config is None else speculative_config.num_speculative_tokens
         self.block_size = cache_config.block_size
         self.num_usable_blocks = cache_config.num_gpu_blocks - 1  # block 0 is the null block
         self.reconfigure(scheduler_config)
@@ -66,6 +83,7 @@ class Scheduler:
             max_model_len=self.max_model_len,
             enable_caching=cache_config.enable_prefix_caching,
             caching_hash_algo=cache_config.prefix_caching_hash_algo,
+            log_stats=log_stats,
         )
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
@@ -370,6 +388,7 @@ class Scheduler:
         outputs = [EngineCoreOutput(r.request_id, [], "abort", r.stop_reason) for r in self.failed_requests]
         self.failed_requests = []
         spec_accepted: dict[str, int] = {}
+        spec_decoding_stats: SpecDecodingStats | None = None
         new_running: list[Request] = []
         for request in self.running:
             req_id = request.request_id
@@ -380,6 +399,11 @@ class Scheduler:
             scheduled_spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id)
             if scheduled_spec:  # rejected drafts were counted as computed: take them back
                 request.num_computed_tokens -= len(scheduled_spec) + 1 - len(generated)
+                if self.log_stats and generated:
+                    if spec_decoding_stats is None:  # sized by the config; drafts longer than it (tests) widen it
+                        longest = max(map(len, scheduler_output.scheduled_spec_decode_tokens.values()))
+                        spec_decoding_stats = SpecDecodingStats.new(max(self.num_spec_tokens, longest))
+                    spec_decoding_stats.observe_draft(len(scheduled_spec), len(generated) - 1)
             if scheduled_spec is not None and generated:
                 spec_accepted[req_id] = len(generated) - 1
             if runner_output.spec_token_ids is not None:
@@ -400,5 +424,22 @@ class Scheduler:
             if not stopped:
                 new_running.append(request)
         self.running = new_running
-        stats = SchedulerStats(len(self.running), len(self.waiting), self.kv_cache_manager.usage, spec_accepted)
-        return EngineCoreOutputs(outputs, stats)
+        return EngineCoreOutputs(outputs, self.make_stats(spec_accepted, spec_decoding_stats))
+
+    def make_stats(
+        self, spec_accepted: dict[str, int] | None = None, spec_decoding_stats: SpecDecodingStats | None = None
+    ) -> SchedulerStats | None:
+        """The SchedulerStats of the step just updated (None with ``log_stats`` off), as vLLM's
+        ``make_stats``; it takes the prefix-cache counters gathered since the previous call."""
+        if not self.log_stats:
+            return None
+        prefix_cache_stats = self.kv_cache_manager.make_prefix_cache_stats()
+        assert prefix_cache_stats is not None  # the manager counts whenever log_stats is on
+        return SchedulerStats(
+            num_running_reqs=len(self.running),
+            num_waiting_reqs=len(self.waiting),
+            gpu_cache_usage=self.kv_cache_manager.usage,
+            spec_accepted=spec_accepted or {},
+            prefix_cache_stats=prefix_cache_stats,
+            spec_decoding_stats=spec_decoding_stats,
+        )

@@ -75,7 +75,7 @@ class LLMEngine:
                 f"({capacity} = (num_gpu_blocks {num_blocks} - 1) x block_size {cc.block_size}); lower "
                 "max_model_len or give the KV cache more blocks (num_gpu_blocks / kv_cache_memory_bytes)."
             )
-        self.scheduler = scheduler_cls(sc, cc)
+        self.scheduler = scheduler_cls(sc, cc, speculative_config=config.speculative_config)
         self.clock = clock if clock is not None else model_runner.clock
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
@@ -95,9 +95,15 @@ class LLMEngine:
         arrival_time: float | None = None,
         priority: int = 0,
         grammar: Any | None = None,
+        cache_salt: str | None = None,
     ) -> None:
-        """Validate and queue one request; a bad one raises ValueError and changes nothing."""
+        """Validate and queue one request; a bad one raises ValueError and changes nothing.
+
+        ``cache_salt`` (vLLM 0.9+): requests share prefix-cache blocks only with requests of the same salt
+        (None: with unsalted ones); a non-empty string."""
         params = params or SamplingParams()
+        if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
+            raise ValueError(f"cache_salt must be a non-empty string (or None), got {cache_salt!r}.")
         if not isinstance(params, SamplingParams):
             raise ValueError(f"params must be a SamplingParams, got {type(params).__name__}.")
         if isinstance(prompt, str):
@@ -134,6 +140,7 @@ class LLMEngine:
             arrival_time=arrival,
             priority=priority,
             grammar=grammar,
+            cache_salt=cache_salt,
         )
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))

@@ -5,7 +5,8 @@ steps until all are done, and returns the outputs in prompt order. The tqdm bar
 shows how many requests finished and the prefill / decode throughput (§11.9).
 
 Prompts take vLLM's forms (``vllm/inputs/data.py``): a string, a list of token ids, ``{"prompt": str}``,
-``{"prompt_token_ids": [...]}``, or a list of any of these; ``sampling_params`` is one SamplingParams for
+``{"prompt_token_ids": [...]}`` (a dict may also carry vLLM 0.9's ``"cache_salt"``: prefix-cache blocks are
+shared only between prompts of the same salt), or a list of any of these; ``sampling_params`` is one SamplingParams for
 all, or a list with one per prompt. ``chat`` takes one conversation or a list of them, with vLLM's
 ``chat_template``, ``add_generation_prompt`` and ``continue_final_message``.
 """
@@ -22,15 +23,19 @@ from minivllm.sampling_params import SamplingParams
 
 Prompt = str | list[int] | dict[str, Any]  # vLLM: TextPrompt / TokensPrompt / a bare str or token-id list
 PROMPT_KEYS = ("prompt", "prompt_token_ids")
+OPTIONAL_PROMPT_KEYS = ("cache_salt",)  # vLLM 0.9+ (TextPrompt / TokensPrompt)
 
 
 def parse_prompt(prompt: Any, index: int) -> str | list[int]:
     """One prompt in any of vLLM's single-prompt forms, as the engine takes it (text or token ids)."""
     if isinstance(prompt, dict):
         keys = [k for k in PROMPT_KEYS if k in prompt]
-        extra = sorted(set(prompt) - set(PROMPT_KEYS))
+        extra = sorted(set(prompt) - set(PROMPT_KEYS) - set(OPTIONAL_PROMPT_KEYS))
         if extra:
-            raise ValueError(f"prompts[{index}]: unsupported key {extra[0]!r}; a prompt dict has one of {PROMPT_KEYS}.")
+            raise ValueError(
+                f"prompts[{index}]: unsupported key {extra[0]!r}; a prompt dict has one of {PROMPT_KEYS}, "
+                f"and optionally {OPTIONAL_PROMPT_KEYS}."
+            )
         if len(keys) != 1:
             got = sorted(prompt)
             raise ValueError(f"prompts[{index}]: a prompt dict needs exactly one of {PROMPT_KEYS}, got {got}.")
@@ -41,6 +46,14 @@ def parse_prompt(prompt: Any, index: int) -> str | list[int]:
         f"prompts[{index}] must be a str, a list of token ids, {{'prompt': str}} or {{'prompt_token_ids': [...]}}, "
         f"got {type(prompt).__name__}."
     )
+
+
+def prompt_cache_salt(prompt: Any, index: int) -> str | None:
+    """The ``cache_salt`` of a prompt dict (None for other forms, or when absent); a non-empty string."""
+    salt = prompt.get("cache_salt") if isinstance(prompt, dict) else None
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise ValueError(f"prompts[{index}]: cache_salt must be a non-empty string, got {salt!r}.")
+    return salt
 
 
 SPECULATIVE_KEYS = ("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
@@ -91,7 +104,9 @@ class LLM:
         use_tqdm: bool = True,
     ) -> list[RequestOutput]:
         """Generate for one prompt or a list of them (any of vLLM's prompt forms); outputs in prompt order."""
-        parsed = [parse_prompt(p, i) for i, p in enumerate([prompts] if _is_single(prompts) else list(prompts))]
+        raw = [prompts] if _is_single(prompts) else list(prompts)
+        parsed = [parse_prompt(p, i) for i, p in enumerate(raw)]
+        salts = [prompt_cache_salt(p, i) for i, p in enumerate(raw)]
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
             sampling_params = [sampling_params or SamplingParams()] * len(parsed)
         sampling_params = list(sampling_params)
@@ -105,10 +120,10 @@ class LLM:
             return []
         ids = []
         try:
-            for prompt, params in zip(prompts, sampling_params):
+            for prompt, params, salt in zip(prompts, sampling_params, salts):
                 req_id = str(self._counter)
                 self._counter += 1
-                self.engine.add_request(req_id, prompt, params)
+                self.engine.add_request(req_id, prompt, params, cache_salt=salt)
                 ids.append(req_id)
         except ValueError:
             self.engine.abort_request(ids)

@@ -150,16 +150,24 @@ class AsyncEngine:
         return await asyncio.wrap_future(future)
 
     async def generate(
-        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, priority: int = 0
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        priority: int = 0,
+        cache_salt: str | None = None,
     ) -> AsyncIterator[Delta]:
         """Queue a request and yield its deltas; the engine's ValueError comes out of the first ``anext``.
-        Leaving early (the client went away, or the task was cancelled) aborts the request."""
+        Leaving early (the client went away, or the task was cancelled) aborts the request. ``cache_salt``:
+        as ``LLMEngine.add_request``'s (prefix-cache blocks shared within one salt only)."""
         self._check_alive()
         arrival = time.perf_counter() - self.clock_offset
         stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), IncrementalDetokenizer(self.engine.tokenizer))
         stream.stop_hold = hold_back(params)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        self._inbox.put(_Command("add", (request_id, prompt_token_ids, params, priority, arrival, stream), future))
+        self._inbox.put(
+            _Command("add", (request_id, prompt_token_ids, params, priority, arrival, stream, cache_salt), future)
+        )
         finished = False
         try:
             await asyncio.wrap_future(future)  # inside try: cancelled while queued still aborts
@@ -224,8 +232,8 @@ class AsyncEngine:
             return  # e.g. a client that disconnected while its request was queued: never added
         try:
             if cmd.kind == "add":
-                request_id, ids, params, priority, arrival, stream = cmd.args
-                engine.add_request(request_id, ids, params, arrival_time=arrival, priority=priority)
+                request_id, ids, params, priority, arrival, stream, salt = cmd.args
+                engine.add_request(request_id, ids, params, arrival_time=arrival, priority=priority, cache_salt=salt)
                 self._streams[request_id] = stream
                 result = None
             elif cmd.kind == "abort":

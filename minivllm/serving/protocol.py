@@ -118,6 +118,8 @@ class _SamplingFields(BaseModel):
     priority: StrictInt = 0
     guided_choice: list[str] | None = None  # SamplingParams bounds its size
     include_stop_str_in_output: StrictBool = False
+    # vLLM 0.9+: prefix-cache blocks are shared only between requests with the same salt (tenants).
+    cache_salt: Any = None
 
     @field_validator("guided_choice")
     @classmethod
@@ -125,6 +127,14 @@ class _SamplingFields(BaseModel):
         if value is not None and not value:
             raise ValueError("guided_choice must have at least 1 choice, got [].")
         return _valid_text(value, "guided_choice")
+
+    @field_validator("cache_salt")
+    @classmethod
+    def _cache_salt(cls, value: Any) -> Any:
+        """A non-empty string when sent (vLLM's ``check_cache_salt_support``)."""
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError("cache_salt must be a non-empty string if provided")
+        return _valid_text(value, "cache_salt")
 
 
 class CompletionRequest(_SamplingFields):

@@ -145,7 +145,7 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     """Shared path of both endpoints: prepare, queue, then stream or collect."""
     p = await prepare(state, req)
     request_id, ids, params, prompt_field, chat = p.request_id, p.prompt_token_ids, p.params, p.prompt_field, p.chat
-    stream = state.engine.generate(request_id, ids, params, req.priority)
+    stream = state.engine.generate(request_id, ids, params, req.priority, cache_salt=req.cache_salt)
     try:  # the engine's own checks (ValueError) surface with the first delta, before any byte is sent
         alive, first = await _unless_disconnected(raw, anext(stream))
     except ValueError as e:
