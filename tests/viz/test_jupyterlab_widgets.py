@@ -15,8 +15,10 @@ played, paused and stopped), and after every move the test fails if
 - "Error displaying widget" or a traceback appears, a callback raised in the kernel, or the server log
   has a traceback.
 
-Figures are compared through plotly's ``gd.data`` / ``gd.layout``, never pixels. Skipped, saying why,
-where chromium or playwright is missing.
+Figures are compared through plotly's ``gd.data`` / ``gd.layout``, never pixels. A move is read once the
+kernel has answered it and the view has stopped changing over kernel round trips
+(``jupyterlab_page.wait_settled``), never after a fixed pause; the timeouts only guard against a hang. Skipped,
+saying why, where chromium or playwright is missing.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tests.helpers.jupyterlab import WIDGET_MARKERS, running_lab, widget_cells, 
 CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 STALE = ("Invalid setting", "running...", "starting...")
 VIEWPORT = {"width": 1366, "height": 900}
+ANSWER_S = 120.0  # the kernel's answer to a move: a second or two on a quiet machine; this guards against a hang
 
 
 def widget_notebooks() -> list[Path]:
@@ -59,7 +62,7 @@ def lab(tmp_path_factory):
     code = "from minivllm.model.loader import smollm2_folder; smollm2_folder()"
     warm = subprocess.Popen([sys.executable, "-c", code])
     with running_lab(root, tmp_path_factory.mktemp("jupyter")) as lab, sync_playwright() as pw:
-        assert warm.wait(timeout=300) == 0, "could not build the SmolLM2 weight cache"
+        assert warm.wait(timeout=900) == 0, "could not build the SmolLM2 weight cache"  # ~25 s quiet
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield lab, root, browser
         browser.close()
@@ -75,7 +78,7 @@ class Checker:
     def fail(self, what: str) -> None:
         self.failures.append(f"app {self.app}: {what}")
 
-    def view(self, idle_before: int | None, timeout: float = 30.0) -> dict:
+    def view(self, idle_before: int | None, timeout: float = ANSWER_S) -> dict:
         self.last = P.wait_settled(self.page, self.app, idle_before, timeout)
         return self.last
 
@@ -118,7 +121,7 @@ class Checker:
         if control and now["value"] == was["value"]:
             return before
         try:
-            after = self.view(idle, 30.0 if expect_change else 3.0)
+            after = self.view(idle, ANSWER_S if expect_change else 3.0)
         except Exception as e:  # noqa: BLE001 (a timeout is a failure to report, not to crash on)
             if expect_change:
                 self.fail(f"{what}: the kernel never answered ({type(e).__name__})")
@@ -235,10 +238,9 @@ def test_every_control_of_every_widget_app(lab, notebook):
     page.on("pageerror", lambda e: page_errors.append(str(e)))
     try:
         page.goto(lab.page(name))
-        page.wait_for_function(P.WATCH_KERNEL, timeout=90_000, polling=200)
+        page.wait_for_function(P.WATCH_KERNEL, timeout=300_000, polling=200)  # hang guards, as ANSWER_S
         page.evaluate(P.RUN_ALL)
-        page.wait_for_timeout(500)
-        page.wait_for_function(P.ALL_RAN, timeout=180_000, polling=250)
+        page.wait_for_function(P.ALL_RAN, timeout=900_000, polling=250)
         problems, not_run = page.evaluate(P.PAGE_PROBLEMS), page.evaluate(P.NOT_RUN)
         assert not not_run, f"{name}: Run All stopped ({problems}); cells not run: {not_run}"
         apps = page.evaluate(P.FIND_APPS)
