@@ -114,12 +114,13 @@ def test_disconnects_abort_and_free_blocks(server):
     async def run():
         async with httpx.AsyncClient(timeout=60) as c:
             survivor = stream(c, f"{url}/v1/completions", {"prompt": "the cat", "max_tokens": 150, "temperature": 0})
-            quitter = stream(c, f"{url}/v1/completions", {"prompt": "the dog", "max_tokens": 200}, stop_after=3)
+            body = {"prompt": "the dog", "max_tokens": 200, "ignore_eos": True}  # sampled: no early EOS
+            quitter = stream(c, f"{url}/v1/completions", body, stop_after=3)
             return await asyncio.gather(survivor, quitter)
 
     survivor, quitter = asyncio.run(run())
     # a non-streaming client that gives up (once its request is generating) is aborted too
-    gone = asyncio.run(give_up_while_generating(url, {"prompt": "world", "max_tokens": 220}))
+    gone = asyncio.run(give_up_while_generating(url, {"prompt": "world", "max_tokens": 220, "ignore_eos": True}))
     state = wait_idle(url)
     assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
     assert survivor.done and len(survivor.times) == 150
@@ -165,7 +166,8 @@ def test_bad_input_gets_openai_error_naming_the_field_while_others_stream(server
 
     async def run():
         async with httpx.AsyncClient(timeout=60) as c:
-            good = asyncio.create_task(stream(c, f"{url}/v1/completions", {"prompt": "the", "max_tokens": 120}))
+            body = {"prompt": "the", "max_tokens": 120, "ignore_eos": True}  # sampled: an EOS must not end it early
+            good = asyncio.create_task(stream(c, f"{url}/v1/completions", body))
             answers = await asyncio.gather(*[bad(c, e, b, i % 2 == 0) for i, (e, b, _, _) in enumerate(BAD)])
             return await good, answers
 
