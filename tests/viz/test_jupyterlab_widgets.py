@@ -27,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -209,11 +210,22 @@ def drive(page, c: Checker, control: dict) -> None:
 
 
 def drive_play(page, c: Checker, el, label: str) -> None:
-    """Play advances the figures, a second click pauses them, stop goes back to the start, repeat draws nothing."""
+    """Play advances the figures, a second click pauses them (they stay as they are), stop goes back to the start,
+    repeat draws nothing."""
     play, stop, repeat = (el.locator("button").nth(i) for i in range(3))
     c.move(f"play {label!r}: stop (back to the start)", stop.click, expect_change=False)
-    c.move(f"play {label!r}: play", lambda: (play.click(), page.wait_for_timeout(1500)))
-    play.click()  # pause
+
+    def play_then_pause() -> None:
+        """Play until the figures have moved (a tick drawn, or ANSWER_S), then pause: the view that the checks
+        compare with the kernel's figures is then one that stays (a view read while it plays races the next tick)."""
+        figures = lambda view: [f["json"] for f in view["figs"]]  # noqa: E731
+        moving_from, deadline = figures(c.last or c.view(None)), time.monotonic() + ANSWER_S
+        play.click()
+        while figures(page.evaluate(P.APP_VIEW, c.app)) == moving_from and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        play.click()  # pause
+
+    c.move(f"play {label!r}: play, then pause", play_then_pause)
     paused = c.view(None)
     page.wait_for_timeout(1000)
     if [f["json"] for f in c.view(None)["figs"]] != [f["json"] for f in paused["figs"]]:
