@@ -156,8 +156,9 @@ class Lab:
 
 
 @contextmanager
-def running_lab(root: Path, home: Path, timeout: float = 60.0) -> Iterator[Lab]:
-    """``jupyter lab`` serving ``root``, its Jupyter folders under ``home``; stopped (SIGTERM, then KILL) on exit."""
+def running_lab(root: Path, home: Path, timeout: float = 300.0) -> Iterator[Lab]:
+    """``jupyter lab`` serving ``root``, its Jupyter folders under ``home``; stopped (SIGTERM, then KILL) on exit.
+    ``timeout`` only guards against a hang: /api/status answers in ~5 s on a quiet machine."""
     dirs = {name: home / name for name in ("config", "data", "runtime", "settings", "workspaces", "ipython", "home")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,14 @@ WATCH_KERNEL = f"""() => {{
 }}"""
 IDLE_COUNT = "() => window.__bt.idle"
 IDLE_AFTER = f"(n) => window.__bt.idle > n && {KERNEL}.status === 'idle'"
+# One round trip through the kernel, then two animation frames. The kernel handles its shell messages in order, so
+# its reply comes after it has handled every widget message the page sent before (a slider's new value), and the
+# page handles its kernel messages in order, so by then the page has applied every update the kernel sent back;
+# the frames let plotly draw them.
+ROUND_TRIP = f"""async () => {{
+  await {KERNEL}.requestExecute({{code: '', silent: true, store_history: false}}).done;
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+}}"""
 RUN_ALL = (
     f"() => {{ window.jupyterapp.commands.execute('notebook:run-all-cells'); return {PANEL}.content.widgets.length; }}"
 )
@@ -149,19 +157,22 @@ print(_j.dumps([_bt_summary(f) for f in list(_bt_all.values()) if isinstance(f, 
 """
 
 
-def wait_settled(page: Any, app: int, idle_before: int | None, timeout: float = 30.0) -> dict:
-    """Wait until the kernel has answered (when ``idle_before`` is given) and the app's view stops changing."""
+def wait_settled(page: Any, app: int, idle_before: int | None, timeout: float = 30.0, playing_s: float = 10.0) -> dict:
+    """Wait until the kernel has answered (when ``idle_before`` is given) and the app's view stops changing: two
+    kernel round trips in a row (``ROUND_TRIP``) leave it as it was (the second catches an update that the first
+    one's answers set off, e.g. a message ipywidgets held back until the kernel was idle). A view still changing
+    after ``playing_s`` (a Play that plays on) is returned as it is then."""
     if idle_before is not None:
         page.wait_for_function(IDLE_AFTER, arg=idle_before, timeout=timeout * 1000)
-    last, stable_since, deadline = None, time.monotonic(), time.monotonic() + 10
+    deadline, unchanged = time.monotonic() + playing_s, 0
+    last = json.dumps(page.evaluate(APP_VIEW, app), sort_keys=True)
     while True:
+        page.evaluate(ROUND_TRIP)
         view = page.evaluate(APP_VIEW, app)
-        key = json.dumps([view["figs"], view["texts"], view["buttons"]])
-        if key != last:
-            last, stable_since = key, time.monotonic()
-        elif time.monotonic() - stable_since > 0.4 or time.monotonic() > deadline:
+        key = json.dumps(view, sort_keys=True)
+        unchanged, last = (unchanged + 1 if key == last else 0), key
+        if unchanged == 2 or time.monotonic() > deadline:
             return view
-        page.wait_for_timeout(100)
 
 
 def kernel(page: Any, code: str) -> str:

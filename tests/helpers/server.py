@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -21,6 +22,9 @@ pytest.importorskip("uvicorn")
 TINY_SERVER_FLAGS = (
     "--max-model-len", "256", "--num-gpu-blocks", "128", "--max-num-batched-tokens", "64", "--max-num-seqs", "16",
 )  # fmt: skip
+# The safety timeout of the waits below: it guards against a hang only (each event comes in well under a second
+# on a quiet machine, a few seconds at load average 20); the waits themselves end on the event.
+HANG_S = 120.0
 
 
 @dataclass
@@ -40,9 +44,10 @@ def running_server(model: str, *flags: str, loaded: Any = None) -> Iterator[Serv
     srv = server.build_server(args, engine, port=0, log_level="warning")
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        assert thread.is_alive(), "the server thread stopped before uvicorn started"
+        assert time.monotonic() < deadline, f"uvicorn did not start within {HANG_S:.0f} s"
         time.sleep(0.01)
     port = srv.servers[0].sockets[0].getsockname()[1]
     try:
@@ -104,7 +109,7 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict, stop_after: in
     return out
 
 
-def wait_idle(base_url: str, timeout: float = 20.0) -> dict:
+def wait_idle(base_url: str, timeout: float = HANG_S) -> dict:
     """Poll /admin/state until no request is left in the engine; return that state."""
     deadline = time.monotonic() + timeout
     while True:
@@ -118,3 +123,25 @@ def wait_idle(base_url: str, timeout: float = 20.0) -> dict:
 def trace_of(base_url: str, *request_ids: str) -> dict:
     params = {"request_ids": ",".join(request_ids)} if request_ids else {}
     return httpx.get(f"{base_url}/admin/trace", params=params).json()
+
+
+async def give_up_while_generating(base_url: str, body: dict, timeout: float = HANG_S) -> str:
+    """POST a non-streaming completion, wait until the engine has made a token of it, then close the connection
+    (a client that gives up) and return the request's id. No other request may arrive meanwhile (the new request
+    is the first one /admin/trace lists after those already there)."""
+    async with httpx.AsyncClient(timeout=timeout) as admin:
+        known = (await admin.get(f"{base_url}/admin/trace", params={"limit": 1})).json()["total"]
+        quitter = httpx.AsyncClient(timeout=timeout)
+        post = asyncio.create_task(quitter.post(f"{base_url}/v1/completions", json={**body, "stream": False}))
+        deadline = time.monotonic() + timeout
+        while True:
+            new = (await admin.get(f"{base_url}/admin/trace", params={"offset": known})).json()["requests"]
+            if new and next(iter(new.values()))["token_times"]:
+                break
+            assert not post.done(), f"the request ended before the test gave up on it: {post.result()}"
+            assert time.monotonic() < deadline, f"the engine made no token of the request within {timeout:.0f} s"
+            await asyncio.sleep(0.02)
+        post.cancel()
+        await asyncio.gather(post, return_exceptions=True)
+        await quitter.aclose()  # the connection closes: the server sees the client go
+        return next(iter(new))

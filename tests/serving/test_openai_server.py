@@ -11,7 +11,14 @@ import pytest
 
 from minivllm.sampling_params import SamplingParams
 from minivllm.serving.serving import FALLBACK_CHAT_TEMPLATE
-from tests.helpers.server import TINY_SERVER_FLAGS, running_server, stream, trace_of, wait_idle
+from tests.helpers.server import (
+    TINY_SERVER_FLAGS,
+    give_up_while_generating,
+    running_server,
+    stream,
+    trace_of,
+    wait_idle,
+)
 
 PROMPTS = ["the cat sat on the mat", "hello world, the dog", "the dog ran far and the cat", "world"]
 
@@ -107,18 +114,21 @@ def test_disconnects_abort_and_free_blocks(server):
     async def run():
         async with httpx.AsyncClient(timeout=60) as c:
             survivor = stream(c, f"{url}/v1/completions", {"prompt": "the cat", "max_tokens": 150, "temperature": 0})
-            quitter = stream(c, f"{url}/v1/completions", {"prompt": "the dog", "max_tokens": 200}, stop_after=3)
+            body = {"prompt": "the dog", "max_tokens": 200, "ignore_eos": True}  # sampled: no early EOS
+            quitter = stream(c, f"{url}/v1/completions", body, stop_after=3)
             return await asyncio.gather(survivor, quitter)
 
     survivor, quitter = asyncio.run(run())
-    with pytest.raises(httpx.TimeoutException):  # a non-streaming client that gives up is aborted too
-        httpx.post(f"{url}/v1/completions", json={"prompt": "world", "max_tokens": 220}, timeout=0.05)
+    # a non-streaming client that gives up (once its request is generating) is aborted too
+    gone = asyncio.run(give_up_while_generating(url, {"prompt": "world", "max_tokens": 220, "ignore_eos": True}))
     state = wait_idle(url)
     assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
     assert survivor.done and len(survivor.times) == 150
     assert len(quitter.times) == 3 and not quitter.done
     rec = trace_of(url, quitter.chunks[0]["id"])["requests"][quitter.chunks[0]["id"]]
     assert rec["finish_reason"] == "abort" and len(rec["token_times"]) < 200
+    rec = trace_of(url, gone)["requests"][gone]
+    assert rec["finish_reason"] == "abort" and 0 < len(rec["token_times"]) < 220
     reasons = [r["finish_reason"] for r in trace_of(url)["requests"].values()]
     assert reasons.count("abort") == 2  # the streaming quitter and the non-streaming one
 
@@ -156,7 +166,8 @@ def test_bad_input_gets_openai_error_naming_the_field_while_others_stream(server
 
     async def run():
         async with httpx.AsyncClient(timeout=60) as c:
-            good = asyncio.create_task(stream(c, f"{url}/v1/completions", {"prompt": "the", "max_tokens": 120}))
+            body = {"prompt": "the", "max_tokens": 120, "ignore_eos": True}  # sampled: an EOS must not end it early
+            good = asyncio.create_task(stream(c, f"{url}/v1/completions", body))
             answers = await asyncio.gather(*[bad(c, e, b, i % 2 == 0) for i, (e, b, _, _) in enumerate(BAD)])
             return await good, answers
 

@@ -15,8 +15,10 @@ played, paused and stopped), and after every move the test fails if
 - "Error displaying widget" or a traceback appears, a callback raised in the kernel, or the server log
   has a traceback.
 
-Figures are compared through plotly's ``gd.data`` / ``gd.layout``, never pixels. Skipped, saying why,
-where chromium or playwright is missing.
+Figures are compared through plotly's ``gd.data`` / ``gd.layout``, never pixels. A move is read once the
+kernel has answered it and the view has stopped changing over kernel round trips
+(``jupyterlab_page.wait_settled``), never after a fixed pause; the timeouts only guard against a hang. Skipped,
+saying why, where chromium or playwright is missing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -38,6 +41,7 @@ from tests.helpers.jupyterlab import WIDGET_MARKERS, running_lab, widget_cells, 
 CHAPTERS = Path(__file__).resolve().parents[3] / "chapters"
 STALE = ("Invalid setting", "running...", "starting...")
 VIEWPORT = {"width": 1366, "height": 900}
+ANSWER_S = 120.0  # the kernel's answer to a move: a second or two on a quiet machine; this guards against a hang
 
 
 def widget_notebooks() -> list[Path]:
@@ -59,7 +63,7 @@ def lab(tmp_path_factory):
     code = "from minivllm.model.loader import smollm2_folder; smollm2_folder()"
     warm = subprocess.Popen([sys.executable, "-c", code])
     with running_lab(root, tmp_path_factory.mktemp("jupyter")) as lab, sync_playwright() as pw:
-        assert warm.wait(timeout=300) == 0, "could not build the SmolLM2 weight cache"
+        assert warm.wait(timeout=900) == 0, "could not build the SmolLM2 weight cache"  # ~25 s quiet
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield lab, root, browser
         browser.close()
@@ -75,7 +79,7 @@ class Checker:
     def fail(self, what: str) -> None:
         self.failures.append(f"app {self.app}: {what}")
 
-    def view(self, idle_before: int | None, timeout: float = 30.0) -> dict:
+    def view(self, idle_before: int | None, timeout: float = ANSWER_S) -> dict:
         self.last = P.wait_settled(self.page, self.app, idle_before, timeout)
         return self.last
 
@@ -118,7 +122,7 @@ class Checker:
         if control and now["value"] == was["value"]:
             return before
         try:
-            after = self.view(idle, 30.0 if expect_change else 3.0)
+            after = self.view(idle, ANSWER_S if expect_change else 3.0)
         except Exception as e:  # noqa: BLE001 (a timeout is a failure to report, not to crash on)
             if expect_change:
                 self.fail(f"{what}: the kernel never answered ({type(e).__name__})")
@@ -206,11 +210,22 @@ def drive(page, c: Checker, control: dict) -> None:
 
 
 def drive_play(page, c: Checker, el, label: str) -> None:
-    """Play advances the figures, a second click pauses them, stop goes back to the start, repeat draws nothing."""
+    """Play advances the figures, a second click pauses them (they stay as they are), stop goes back to the start,
+    repeat draws nothing."""
     play, stop, repeat = (el.locator("button").nth(i) for i in range(3))
     c.move(f"play {label!r}: stop (back to the start)", stop.click, expect_change=False)
-    c.move(f"play {label!r}: play", lambda: (play.click(), page.wait_for_timeout(1500)))
-    play.click()  # pause
+
+    def play_then_pause() -> None:
+        """Play until the figures have moved (a tick drawn, or ANSWER_S), then pause: the view that the checks
+        compare with the kernel's figures is then one that stays (a view read while it plays races the next tick)."""
+        figures = lambda view: [f["json"] for f in view["figs"]]  # noqa: E731
+        moving_from, deadline = figures(c.last or c.view(None)), time.monotonic() + ANSWER_S
+        play.click()
+        while figures(page.evaluate(P.APP_VIEW, c.app)) == moving_from and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        play.click()  # pause
+
+    c.move(f"play {label!r}: play, then pause", play_then_pause)
     paused = c.view(None)
     page.wait_for_timeout(1000)
     if [f["json"] for f in c.view(None)["figs"]] != [f["json"] for f in paused["figs"]]:
@@ -235,10 +250,9 @@ def test_every_control_of_every_widget_app(lab, notebook):
     page.on("pageerror", lambda e: page_errors.append(str(e)))
     try:
         page.goto(lab.page(name))
-        page.wait_for_function(P.WATCH_KERNEL, timeout=90_000, polling=200)
+        page.wait_for_function(P.WATCH_KERNEL, timeout=300_000, polling=200)  # hang guards, as ANSWER_S
         page.evaluate(P.RUN_ALL)
-        page.wait_for_timeout(500)
-        page.wait_for_function(P.ALL_RAN, timeout=180_000, polling=250)
+        page.wait_for_function(P.ALL_RAN, timeout=900_000, polling=250)
         problems, not_run = page.evaluate(P.PAGE_PROBLEMS), page.evaluate(P.NOT_RUN)
         assert not not_run, f"{name}: Run All stopped ({problems}); cells not run: {not_run}"
         apps = page.evaluate(P.FIND_APPS)
