@@ -27,6 +27,7 @@ from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.metrics.summary import summarize
 from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.lab.sim.utilisation import trace_utilisation
 from minivllm.lab.sim.workload import make_workload
@@ -38,7 +39,7 @@ def sim_run(requests, max_model_len=4096, **engine_kwargs):
     """One engine (vLLM-named settings) on the simulator, run to the end; returns its trace."""
     config = EngineConfig.from_kwargs(model="none", max_model_len=max_model_len, **engine_kwargs)
     engine = LLMEngine(config, model_runner=SimRunner(A100, vocab_size=A100.vocab_size, config=config))
-    engine.run(requests)
+    run_workload(engine, requests)
     return engine.trace
 
 

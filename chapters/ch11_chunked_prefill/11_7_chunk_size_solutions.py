@@ -66,6 +66,7 @@ from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.metrics.summary import summarize
 from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.lab.sim.workload import make_workload
 
@@ -75,7 +76,7 @@ def run(budget):
     w = make_workload("azure_conv", 40, seed=1, vocab_size=32000, max_model_len=4096)
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=budget, max_num_seqs=32, max_model_len=4096)
     engine = LLMEngine(config, model_runner=SimRunner(CostModel.from_preset("llama2_7b_a100"), config=config))
-    engine.run(w.requests)
+    run_workload(engine, w.requests)
     m = summarize(engine.trace)
     return m.output_throughput, m.itl.p99 * 1e3
 

@@ -308,7 +308,7 @@ print(f"TPOT p99 moves by {abs(summaries['budget 512'].tpot.p99 / ref.tpot.p99 -
 # %%
 from minivllm import EngineConfig, LLMEngine
 from minivllm.lab.baselines import PrefillFirstScheduler
-from minivllm.lab.sim.run import make_runner
+from minivllm.lab.sim.run import make_runner, run_workload
 
 
 def run_way(requests, way, max_num_seqs=32, max_model_len=4096):
@@ -318,7 +318,7 @@ def run_way(requests, way, max_num_seqs=32, max_model_len=4096):
                                           enable_chunked_prefill=False,
                                           max_num_batched_tokens=max_model_len)  # fmt: skip
         engine = LLMEngine(config, model_runner=make_runner(config, PRESET), scheduler_cls=PrefillFirstScheduler)
-        engine.run(requests)
+        run_workload(engine, requests)
         return engine.trace
     settings = WAYS[way]
     result = simulate(requests, preset=PRESET, max_num_seqs=max_num_seqs, max_model_len=max_model_len, **settings)

@@ -174,6 +174,7 @@ fig  # noqa: B018 (the cell's value is what Jupyter displays)
 # %%
 SWEEP, NUM_REQUESTS = (128, 256, 512, 1024, 2048, 4096), 32
 if HAS_CUDA:
+    from minivllm.lab.sim.run import run_workload
     from minivllm.lab.sim.workload import make_workload
     from minivllm.lab.viz.figures import chunk_size_curves
 
@@ -184,7 +185,7 @@ if HAS_CUDA:
     for budget in SWEEP:
         engine = cuda_engine(max_num_batched_tokens=budget, max_num_seqs=NUM_REQUESTS, max_model_len=max_len,
                              num_gpu_blocks=blocks)  # fmt: skip
-        engine.run(work.requests)
+        run_workload(engine, work.requests)
         measured[budget] = summarize(engine.trace).to_dict()
         del engine
     print(f"{'budget':>6} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} {'ITL p99 ms':>11} {'output tok/s':>13} {'steps':>6}")

@@ -443,3 +443,34 @@ class Scheduler:
             prefix_cache_stats=prefix_cache_stats,
             spec_decoding_stats=spec_decoding_stats,
         )
+
+    # ------------------------------------------------------------------ a failed step (not in vLLM)
+    def roll_back_step(self, scheduler_output: SchedulerOutput, failed: list[str], reason: str) -> list[str]:
+        """Undo a step whose execution failed (``minivllm.core.rollback`` says why and how): abort ``failed``
+        with ``reason``, put the step's first admissions back at the head of ``waiting`` as if never admitted,
+        preempt its other requests. Returns the ids of the re-queued requests."""
+        out = scheduler_output
+        for req_id, num_computed in out.num_computed_tokens.items():
+            self.kv_cache_manager.uncache_blocks(req_id, num_computed)  # never-written KV must not be hit
+        self.finished_req_ids |= out.finished_req_ids  # the runner may not have seen them
+        self.preempted_since_last_step |= out.preempted_req_ids
+        for req_id in failed:
+            self.requests[req_id].stop_reason = reason
+            self.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
+        new = [r.req_id for r in out.scheduled_new_reqs if r.req_id not in failed]
+        others = [r.req_id for r in out.scheduled_cached_reqs if r.req_id not in failed]
+        for req_id in reversed(new):  # re-queued at the head, last first: the head ends running, then new
+            self._unadmit(self.requests[req_id])
+        for req_id in reversed(others):
+            self.preempt_request(req_id)
+        return others + new
+
+    def _unadmit(self, request: Request) -> None:
+        """A request first admitted in the failed step goes back to WAITING, never admitted."""
+        self.running.remove(request)
+        self.kv_cache_manager.free(request)
+        request.status = RequestStatus.WAITING
+        request.num_computed_tokens, request.num_cached_tokens = 0, -1
+        request.spec_token_ids.clear()
+        self._enqueue(request, front=True)
+        self.finished_req_ids.add(request.request_id)  # the runner forgets the state it may have built for it

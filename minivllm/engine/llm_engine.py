@@ -3,23 +3,24 @@
 Mirrors ``vllm/v1/engine/core.py`` (``EngineCore.step``) and the parts of
 ``vllm/v1/engine/llm_engine.py`` / ``processor.py`` that validate requests, in
 one process. One step is: ``schedule()`` (decisions only), ``execute_model()``
-(the real model, the fake runner or the simulator), ``update_from_output()``
-(tokens, stops, frees), and one StepRecord in the trace.
+(the real model, the fake runner or the simulator), update (``update_from_output()``:
+tokens, stops, frees; then the OutputProcessor: text, stop strings, metrics), and
+record (one StepRecord in the trace). Replaying a timed workload is the lab's
+(``minivllm.lab.sim.run.run_workload``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from types import MappingProxyType
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from minivllm.config import EngineConfig, SchedulerConfig
 from minivllm.core.output import SchedulerOutput
-from minivllm.core.rollback import RequestError, culprits, roll_back_step
+from minivllm.core.rollback import RequestError, culprits
 from minivllm.core.scheduler import Scheduler
-from minivllm.engine.stop_strings import StopStringChecker, checker_for
+from minivllm.engine.output_processor import OutputProcessor
 from minivllm.metrics.trace import BlockSnapshot, EngineTrace
 from minivllm.outputs import RequestOutput
 from minivllm.request import Request, RequestStatus
@@ -79,12 +80,8 @@ class LLMEngine:
         self.clock = clock if clock is not None else model_runner.clock
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
-        self._outputs: dict[str, RequestOutput] = {}
-        self._stop_checkers: dict[str, StopStringChecker] = {}  # requests with stop strings
+        self.output_processor = OutputProcessor(self.tokenizer)
         self.grammar_compiler: GrammarCompiler | None = None  # made on the first guided request
-        # Tests force failures here: called after execute_model with the SchedulerOutput; what it raises is
-        # handled as the runner's own failure (a RequestError names the requests it belongs to).
-        self.fault_hook: Callable[[SchedulerOutput], None] | None = None
 
     # ------------------------------------------------------------------ requests
     def add_request(
@@ -144,9 +141,7 @@ class LLMEngine:
         )
         self.scheduler.add_request(request)  # raises on empty / too long / duplicate, untouched
         self.trace.on_arrival(request_id, arrival, len(token_ids))
-        self._outputs[request_id] = RequestOutput.new(request_id, text, list(token_ids), arrival)
-        if (checker := checker_for(params)) is not None:
-            self._stop_checkers[request_id] = checker
+        self.output_processor.add_request(request_id, text, token_ids, params, arrival)
 
     def _grammar_compiler(self) -> GrammarCompiler:
         if self.tokenizer is None:
@@ -163,7 +158,7 @@ class LLMEngine:
         for req_id in ids:
             if req_id in self.scheduler.requests:
                 self.scheduler.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
-                self._finish(self._outputs[req_id], "abort", None, now)
+                self.output_processor.finish(req_id, "abort", None, now)
                 self.trace.on_abort(req_id, now)
 
     def set_scheduling(self, **changes: Any) -> SchedulerConfig:
@@ -187,143 +182,41 @@ class LLMEngine:
 
     # ------------------------------------------------------------------ one step
     def step(self) -> list[RequestOutput]:
-        """One engine iteration; returns the outputs of requests that got tokens (or finished)."""
-        out = self.scheduler.schedule()
+        """One engine iteration: schedule -> execute -> update -> record. Returns the outputs of the requests
+        that got tokens or finished."""
+        scheduler_output = self.scheduler.schedule()
         start = self.clock.now()
         try:
-            result = self.model_runner.execute_model(out)
-            if self.fault_hook is not None:
-                self.fault_hook(out)
+            runner_output = self.model_runner.execute_model(scheduler_output)
         except Exception as e:  # one request's failure stays its own: see minivllm.core.rollback
-            return self._recover(out, e)
+            return self._roll_back(scheduler_output, e)
         end = self.clock.now()
-        core = self.scheduler.update_from_output(out, result)
-        decoded = set()  # requests with stop strings: their text was just decoded (and cut, if one stopped)
-        for o in core.outputs:
-            self._outputs[o.request_id].outputs[0].token_ids.extend(o.new_token_ids)
-            if o.request_id in self._stop_checkers:
-                self._check_stop_strings(o)
-                decoded.add(o.request_id)
-        self.trace.record_step(out, core, start, end, self._block_snapshot() if self.record_block_pool else None)
-        changed = []
-        for o in core.outputs:
-            ro = self._outputs[o.request_id]
-            self._update_metrics(ro)
-            if o.finished:
-                self._finish(ro, o.finish_reason, o.stop_reason, end)
-                if o.request_id not in decoded:
-                    self.detokenize(ro)
-            changed.append(ro)
-        return changed
+        engine_core_outputs = self.scheduler.update_from_output(scheduler_output, runner_output)
+        processed = self.output_processor.process_outputs(engine_core_outputs.outputs, scheduler_output, start, end)
+        self.scheduler.finish_requests(processed.reqs_to_abort, RequestStatus.FINISHED_STOPPED)  # stop strings
+        blocks = self._block_snapshot() if self.record_block_pool else None
+        self.trace.record_step(scheduler_output, engine_core_outputs, start, end, blocks)
+        return processed.request_outputs
 
-    def _check_stop_strings(self, o: Any) -> None:
-        """Decode the request's text (the text so far, as vLLM's cumulative output has it: the server streams it);
-        if it now holds a stop string, cut the text there and finish the request ("stop", the string), as vLLM's
-        output processor has the engine core do."""
-        ro = self._outputs[o.request_id]
-        hit = self._stop_checkers[o.request_id].check(self.detokenize(ro))
-        if hit is None:
-            return
-        ro.outputs[0].text, stop = hit
-        if not o.finished:
-            self.scheduler.finish_requests(o.request_id, RequestStatus.FINISHED_STOPPED)
-        o.finish_reason, o.stop_reason = "stop", stop
-
-    def _update_metrics(self, ro: RequestOutput) -> None:
-        """Copy the trace's times (and prefix-cache hit) for this request into its output's metrics."""
-        rec, m = self.trace.requests.get(ro.request_id), ro.metrics
-        if rec is None or m is None:
-            return
-        m.first_scheduled_time, m.first_token_time = rec.first_scheduled_time, rec.first_token_time
-        if rec.first_scheduled_time is not None:
-            m.time_in_queue = rec.first_scheduled_time - rec.arrival_time
-            ro.num_cached_tokens = rec.num_cached_tokens
-        if rec.token_times:
-            m.last_token_time = rec.token_times[-1]
-
-    def _finish(self, ro: RequestOutput, finish_reason: str | None, stop_reason: int | str | None, now: float) -> None:
-        completion = ro.outputs[0]
-        ro.finished, completion.finish_reason, completion.stop_reason = True, finish_reason, stop_reason
-        self._stop_checkers.pop(ro.request_id, None)
-        if ro.metrics is not None:
-            ro.metrics.finished_time = now
+    def _roll_back(self, scheduler_output: SchedulerOutput, error: Exception) -> list[RequestOutput]:
+        """The runner failed on ``scheduler_output``: abort the requests it is blamed on, recompute the others."""
+        failed = culprits(scheduler_output, error)
+        reason = error.message if isinstance(error, RequestError) else f"{type(error).__name__}: {error}"
+        logger.warning("step failed (%s); aborting %s, recomputing the rest of the step", reason, failed)
+        requeued = self.scheduler.roll_back_step(scheduler_output, failed, reason)
+        self.model_runner.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
+        now = self.clock.now()
+        for req_id in failed:
+            self.output_processor.finish(req_id, "abort", reason, now)
+            self.trace.on_abort(req_id, now)
+        return [self.output_processor.outputs[req_id] for req_id in failed]
 
     def _block_snapshot(self) -> BlockSnapshot:
         kv = self.scheduler.kv_cache_manager
         return BlockSnapshot(kv.block_pool.snapshot(), {r: kv.get_block_ids(r) for r in kv.req_to_blocks})
 
-    # ------------------------------------------------------------------ outputs
     @property
     def outputs(self) -> Mapping[str, RequestOutput]:
-        """Every request's output so far, by id (read-only; finished ones stay until ``pop_output``)."""
-        return MappingProxyType(self._outputs)
-
-    def pop_output(self, request_id: str) -> RequestOutput | None:
-        """Hand a request's output over and forget it (the engine keeps no output a caller has taken)."""
-        return self._outputs.pop(request_id, None)
-
-    def _recover(self, out: SchedulerOutput, error: Exception) -> list[RequestOutput]:
-        """The runner failed on ``out``: abort the requests it is blamed on, recompute the others."""
-        failed = culprits(out, error)
-        reason = error.message if isinstance(error, RequestError) else f"{type(error).__name__}: {error}"
-        logger.warning("step failed (%s); aborting %s, recomputing the rest of the step", reason, failed)
-        requeued = roll_back_step(self.scheduler, out, failed, reason)
-        self.model_runner.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
-        now = self.clock.now()
-        outputs = []
-        for req_id in failed:
-            ro = self._outputs[req_id]
-            self._finish(ro, "abort", reason, now)
-            self.trace.on_abort(req_id, now)
-            outputs.append(ro)
-        return outputs
-
-    def detokenize(self, output: RequestOutput) -> str:
-        """Set and return ``output.outputs[0].text`` (empty without a tokenizer); done for every finished
-        request, and after every step for a request with stop strings (add_request needs a tokenizer for them)."""
-        if self.tokenizer is None:
-            return ""
-        completion = output.outputs[0]
-        text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
-        assert isinstance(text, str)  # one sequence decodes to one string
-        completion.text = text
-        return text
-
-    # ------------------------------------------------------------------ a whole workload
-    def run(
-        self,
-        requests: Iterable[Any],
-        max_steps: int | None = None,
-        on_step: Any | None = None,
-        intake: Callable[[list[float]], list[float]] | None = None,
-    ) -> None:
-        """Replay timed requests (objects with request_id, arrival_time, prompt_token_ids,
-        sampling_params and optional priority) until all are done. Arrival times are seconds from
-        now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival.
-        ``intake`` (simulator: an API server in front, ``minivllm.lab.sim.intake``) maps the sorted arrival
-        times to the later times the engine gets each request; latencies still count from arrival."""
-        start = self.clock.now()
-        pending = sorted(requests, key=lambda r: r.arrival_time)
-        arrivals = [r.arrival_time for r in pending]
-        ready = arrivals if intake is None else intake(arrivals)
-        i = steps = 0
-        while i < len(pending) or self.has_unfinished_requests():
-            if not self.has_unfinished_requests():
-                self.clock.wait_until(start + ready[i])
-            now = self.clock.now()
-            while i < len(pending) and start + ready[i] <= now:
-                r = pending[i]
-                self.add_request(
-                    r.request_id,
-                    r.prompt_token_ids,
-                    r.sampling_params,
-                    arrival_time=start + r.arrival_time,
-                    priority=getattr(r, "priority", 0),
-                )
-                i += 1
-            self.step()
-            steps += 1
-            if on_step is not None:
-                on_step(self)
-            if max_steps is not None and steps >= max_steps:
-                break
+        """Every request's output so far, by id (read-only; finished ones stay until
+        ``output_processor.pop_output``)."""
+        return self.output_processor.outputs

@@ -133,7 +133,7 @@ class LLM:
         except BaseException:  # an engine bug, or Ctrl-C in a notebook: leave no request behind
             self.engine.abort_request(ids)
             for req_id in ids:
-                self.engine.pop_output(req_id)
+                self.engine.output_processor.pop_output(req_id)
             raise
         return [outputs[i] for i in ids]
 
@@ -184,7 +184,7 @@ class LLM:
             for out in engine.step():
                 if not out.finished or out.request_id not in wanted:
                     continue
-                done[out.request_id] = engine.pop_output(out.request_id)
+                done[out.request_id] = engine.output_processor.pop_output(out.request_id)
                 num_in, num_out = num_in + len(out.prompt_token_ids), num_out + len(out.outputs[0].token_ids)
                 if bar is not None:
                     elapsed = bar.format_dict["elapsed"] or 1e-9

@@ -239,7 +239,7 @@ class AsyncEngine:
             elif cmd.kind == "abort":
                 (request_id,) = cmd.args
                 engine.abort_request(request_id)
-                engine.pop_output(request_id)
+                engine.output_processor.pop_output(request_id)
                 self._streams.pop(request_id, None)
                 result = None
             else:
@@ -277,7 +277,7 @@ class AsyncEngine:
         stream.put(Delta(text, new_ids, stream.num_sent, out.finished, completion.finish_reason, error=error))
         if out.finished:
             del self._streams[out.request_id]
-            self.engine.pop_output(out.request_id)
+            self.engine.output_processor.pop_output(out.request_id)
 
     @staticmethod
     def _stop_string_text(stream: _Stream, full: str, finished: bool) -> str:
@@ -297,6 +297,6 @@ class AsyncEngine:
                 self.engine.abort_request(request_id)
             except Exception:  # the engine may be what failed: the streams must end all the same
                 logger.exception("abort of %s failed", request_id)
-            self.engine.pop_output(request_id)
+            self.engine.output_processor.pop_output(request_id)
             stream.put(Delta("", [], stream.num_sent, True, "abort", error=message))
         self._streams.clear()

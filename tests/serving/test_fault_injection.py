@@ -3,9 +3,10 @@ trouble stays its own.
 
 Each round mixes good greedy streams (their tokens known from a clean run), clients that disconnect at
 random moments (before admission, queued, mid-prefill, mid-stream), bad requests, requests the engine
-fails on purpose (a fault hook raises for them inside the step) and, in one round, ``max_num_seqs``
-lowered under load. After every round: each good request got exactly its clean-run text and length,
-the gauges are back to 0, no KV block is held, the engine is alive, and RSS has not grown.
+fails on purpose (a wrapper runner raises for them inside the step: tests/helpers/faulty_runner.py) and,
+in one round, ``max_num_seqs`` lowered under load. After every round: each good request got exactly its
+clean-run text and length, the gauges are back to 0, no KV block is held, the engine is alive, and RSS has
+not grown.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from minivllm.core.rollback import RequestError
+from tests.helpers.faulty_runner import inject
 from tests.helpers.server import running_server, stream, wait_idle
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "40", "--max-num-batched-tokens", "48", "--max-num-seqs", "8")
@@ -49,7 +51,7 @@ def rss_bytes() -> int:
 
 
 class Faults:
-    """The engine's fault hook: fails POISON requests inside the step; ``pause`` stalls one step."""
+    """The FaultyRunner's fault: fails POISON requests inside the step; ``pause`` stalls one step."""
 
     def __init__(self, engine) -> None:
         self.engine, self.pause, self.failed = engine, 0.0, 0
@@ -69,7 +71,7 @@ class Faults:
 def server(tiny_qwen2):
     with running_server(tiny_qwen2, *FLAGS) as srv:
         srv.faults = Faults(srv.engine.engine)
-        srv.engine.engine.fault_hook = srv.faults
+        inject(srv.engine.engine, srv.faults)
         yield srv
 
 

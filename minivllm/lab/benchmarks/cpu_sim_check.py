@@ -34,6 +34,7 @@ from minivllm.lab.metrics.summary import summarize
 from minivllm.lab.sim.cost_model import CostModel, samples_from_steps
 from minivllm.lab.sim.fingerprint import default_clock, machine_fingerprint
 from minivllm.lab.sim.local_fit import load_fit, local_fit_command, resolve
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.workload import Workload, make_workload
 from minivllm.metrics.stats import percentile
 from minivllm.metrics.trace import EngineTrace
@@ -102,7 +103,7 @@ def real_run(loaded: Any, workload: Workload, engine_kwargs: dict[str, Any], clo
     if clock == "cpu":
         engine.clock = CpuClock()
     t0, c0 = time.perf_counter(), time.process_time()
-    engine.run(workload.requests)
+    run_workload(engine, workload.requests)
     runner = engine.model_runner
     assert isinstance(runner, TimedRunner)
     steps = len(engine.trace.steps)
@@ -121,7 +122,7 @@ def sim_trace(cost_model: CostModel, workload: Workload, engine_kwargs: dict[str
     from minivllm.lab.sim.sim_runner import SimRunner
 
     engine = build_engine(lambda config: SimRunner(cost_model, cost_model.vocab_size, config=config), **engine_kwargs)
-    engine.run(workload.requests)
+    run_workload(engine, workload.requests)
     return engine.trace
 
 

@@ -122,8 +122,7 @@ def instrument(engine: LLMEngine, clock: Callable[[], int] = time.perf_counter_n
     timer.wrap(runner, "_forward", "model", sync=True)
     timer.wrap(runner, "_sample", "sampling")
     timer.wrap(engine.scheduler, "update_from_output", "update")
-    for name in ("_check_stop_strings", "_update_metrics", "_finish", "detokenize"):
-        timer.wrap(engine, name, "update")
+    timer.wrap(engine.output_processor, "process_outputs", "update")
     timer.wrap(engine.trace, "record_step", "update")
     return timer
 

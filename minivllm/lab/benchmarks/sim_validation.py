@@ -31,6 +31,7 @@ import numpy as np
 from minivllm.config import flag_name
 from minivllm.lab.sim.cost_model import CostModel
 from minivllm.lab.sim.published_runs import PUBLISHED_RUNS, PublishedRun, get_run
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.workload import Workload, WorkloadRequest
 from minivllm.sampling_params import SamplingParams
 
@@ -133,7 +134,7 @@ def replay(run: PublishedRun, max_requests: int | None = None, without: str | No
         model.save(preset_path)
         argv = bench_argv(run, path, preset_path)
         engine, loaded, intake = sweep.build_point(sweep.build_parser().parse_args(argv), {}, {})
-        engine.run(loaded.requests, intake=intake)
+        run_workload(engine, loaded.requests, intake=intake)
     simulated = client_metrics(run, engine.trace, recorded)
     rows = []
     for name, published in run.metrics.items():

@@ -23,6 +23,7 @@ from typing import Any
 from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
 from minivllm.engine.arg_utils import ENGINE_ARGS, add_engine_args, build_engine, engine_kwargs, load_engine_model
 from minivllm.lab.benchmarks.results import RUN_FLAGS, format_table, load_workload, write_outputs
+from minivllm.lab.sim.run import run_workload
 
 # Every engine flag, except where a run flag has the name: --seed is the workload's seed (the model's stays 0).
 ENGINE_FLAGS = tuple(name for name in ENGINE_ARGS if name not in RUN_FLAGS)
@@ -113,7 +114,7 @@ def _flag_error(parser: argparse.ArgumentParser, err: Exception) -> None:
 
 
 def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple, Any]) -> tuple[Any, Any, Any]:
-    """One sweep point's engine, its workload and its intake (``LLMEngine.run(intake=...)``; None: none)."""
+    """One sweep point's engine, its workload and its intake (``run_workload(intake=...)``; None: none)."""
     kwargs = engine_kwargs(args, point)
     if args.mode == "sim":
         from minivllm.lab.sim.local_fit import resolve_cost_model
@@ -148,7 +149,7 @@ def run_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple
     kwargs.setdefault("max_model_len", engine.config.scheduler_config.max_model_len)
     on_step = (lambda e: progress.update(len(e.trace.steps[-1].finished))) if progress is not None else None
     t0 = time.perf_counter()
-    engine.run(workload.requests, on_step=on_step, intake=intake)
+    run_workload(engine, workload.requests, on_step=on_step, intake=intake)
     wall = time.perf_counter() - t0
     metrics = summarize(engine.trace).to_dict()
     metrics.update(wall_time_s=wall, requests_per_wall_s=len(workload.requests) / wall if wall > 0 else math.nan)

@@ -8,6 +8,7 @@ from functools import cache
 from minivllm.config import CacheConfig, EngineConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
 from minivllm.lab.exercises.common import check_cases
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.testbench import run_steps
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -63,7 +64,7 @@ def _metrics(budget: int) -> tuple[float, float]:
     w = make_workload("azure_conv", 40, seed=1, vocab_size=32000, max_model_len=4096)
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=budget, max_num_seqs=32, max_model_len=4096)
     engine = LLMEngine(config, model_runner=SimRunner(CostModel.from_preset("llama2_7b_a100"), config=config))
-    engine.run(w.requests)
+    run_workload(engine, w.requests)
     m = summarize(engine.trace)
     return m.output_throughput, m.itl.p99 * 1e3
 

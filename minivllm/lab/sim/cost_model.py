@@ -137,7 +137,7 @@ class CostModel:
         return float(s1 + (s1 - s0) / (t1 - t0) * (tokens - t1)) if t1 > t0 else float(s1)
 
     def intake(self) -> Callable[[list[float]], list[float]] | None:
-        """For ``LLMEngine.run(intake=...)``: when the engine sees each request (None: when it arrives)."""
+        """For ``run_workload(intake=...)``: when the engine sees each request (None: when it arrives)."""
         if self.intake_per_request_s <= 0:
             return None
         return functools.partial(intake_times, per_request_s=self.intake_per_request_s)

@@ -1,4 +1,8 @@
-"""Run one engine on one workload for a widget, safely: every failure becomes a message (§11.7).
+"""Replay a timed workload on an engine (:func:`run_workload`); run one for a widget, safely (§11.7).
+
+``run_workload`` is the lab's, not the engine's: vLLM's engine takes requests as they come (the API
+server, ``LLM.generate``); replaying arrival times, with an optional intake in front, is the simulator's
+(as vLLM's ``benchmarks/benchmark_serving.py`` replays a dataset against a server).
 
 The widgets rerun the real Scheduler on every slider change, so this must be fast
 (simulated time: SimRunner with a cost-model preset) and must never hang or raise:
@@ -8,6 +12,7 @@ says why, and a run that stops making progress is cut off and explained.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +24,47 @@ from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.metrics.trace import EngineTrace
 
 DEFAULT_PRESET = "llama2_7b_a100"
+
+
+def run_workload(
+    engine: LLMEngine,
+    requests: Iterable[Any],
+    max_steps: int | None = None,
+    on_step: Callable[[LLMEngine], None] | None = None,
+    intake: Callable[[list[float]], list[float]] | None = None,
+) -> None:
+    """Replay timed requests (objects with request_id, arrival_time, prompt_token_ids, sampling_params and
+    optional priority) on ``engine`` until all are done (or ``max_steps``). Arrival times are seconds from
+    now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival. ``intake`` (an API
+    server in front, ``minivllm.lab.sim.intake``) maps the sorted arrival times to the later times the
+    engine gets each request; latencies still count from arrival. ``on_step(engine)`` runs after each step."""
+    clock = engine.clock
+    start = clock.now()
+    pending = sorted(requests, key=lambda r: r.arrival_time)
+    arrivals = [r.arrival_time for r in pending]
+    ready = arrivals if intake is None else intake(arrivals)
+    i = steps = 0
+    while i < len(pending) or engine.has_unfinished_requests():
+        if not engine.has_unfinished_requests():
+            clock.wait_until(start + ready[i])
+        now = clock.now()
+        while i < len(pending) and start + ready[i] <= now:
+            r = pending[i]
+            priority = getattr(r, "priority", 0)
+            engine.add_request(
+                r.request_id,
+                r.prompt_token_ids,
+                r.sampling_params,
+                arrival_time=start + r.arrival_time,
+                priority=priority,
+            )
+            i += 1
+        engine.step()
+        steps += 1
+        if on_step is not None:
+            on_step(engine)
+        if max_steps is not None and steps >= max_steps:
+            break
 
 
 def demo_workload(num_requests: int = 12, seed: int = 0, vocab_size: int = 32000) -> list[Any]:
@@ -125,7 +171,7 @@ def simulate(
     try:
         runner = engine.model_runner
         intake = runner.cost_model.intake() if isinstance(runner, SimRunner) else None
-        engine.run(requests, max_steps=max_steps, on_step=check, intake=intake)
+        run_workload(engine, requests, max_steps=max_steps, on_step=check, intake=intake)
     except _Stop as stop:
         return SimResult(engine, str(stop))
     except ValueError as e:  # a request the engine rejects (too long for max_model_len, ...)

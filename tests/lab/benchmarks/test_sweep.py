@@ -8,6 +8,7 @@ import json
 import pytest
 
 from minivllm.lab.benchmarks import sweep as bench
+from minivllm.lab.sim.run import run_workload
 
 SIM = ["--mode", "sim", "--cost-model", "llama2_7b_a100", "--no-progress", "--workload", "uniform"]
 
@@ -159,7 +160,7 @@ def test_scheduler_cls_runs_v0s_prefill_first_policy_and_refuses_chunking(capsys
 
     def steps(extra: list[str]) -> list:
         engine, workload, _ = bench.build_point(bench.build_parser().parse_args([*flags, *extra]), {}, {})
-        engine.run(workload.requests)
+        run_workload(engine, workload.requests)
         return engine.trace.steps
 
     def mixed(s) -> bool:

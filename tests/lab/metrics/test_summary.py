@@ -122,6 +122,7 @@ def test_a_real_engine_run_is_consistent():
     from minivllm.config import EngineConfig
     from minivllm.engine.llm_engine import LLMEngine
     from minivllm.lab.sim.clock import VirtualClock
+    from minivllm.lab.sim.run import run_workload
     from minivllm.lab.sim.workload import make_workload
     from minivllm.worker.fake_runner import FakeModelRunner
 
@@ -130,7 +131,9 @@ def test_a_real_engine_run_is_consistent():
     )
     engine = LLMEngine(config, model_runner=FakeModelRunner(vocab_size=1000), clock=VirtualClock())
     w = make_workload("rag_burst", 6, rate=50.0, seed=0, vocab_size=1000, max_model_len=512, long_prompt_len=(200, 300))
-    engine.run(w.requests, on_step=lambda e: e.clock.advance(0.01 + 1e-4 * e.trace.steps[-1].num_scheduled_tokens))
+    run_workload(
+        engine, w.requests, on_step=lambda e: e.clock.advance(0.01 + 1e-4 * e.trace.steps[-1].num_scheduled_tokens)
+    )
     s = summarize(engine.trace)
     assert s.num_completed == 6 and s.num_output_tokens == sum(r.output_len for r in w.requests)
     assert s.num_prompt_tokens == sum(r.prompt_len for r in w.requests)

@@ -8,6 +8,7 @@ from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.sim.cost_model import CostModel
 from minivllm.lab.sim.intake import intake_times
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.lab.sim.workload import WorkloadRequest
 from minivllm.sampling_params import SamplingParams
@@ -41,7 +42,7 @@ def test_the_engine_schedules_after_the_intake_and_counts_latency_from_arrival()
     engine = LLMEngine(config, model_runner=SimRunner(model, vocab_size=500, config=config))
     params = SamplingParams(max_tokens=3, ignore_eos=True)
     requests = [WorkloadRequest(f"r{i}", 0.0, [5 + i] * 10, params) for i in range(4)]
-    engine.run(requests, intake=model.intake())
+    run_workload(engine, requests, intake=model.intake())
     for rec in engine.trace.requests.values():
         assert rec.arrival_time == 0.0 and rec.first_scheduled_time == pytest.approx(0.2)  # 4 x 50 ms
         assert rec.ttft == pytest.approx(0.2 + 0.01)  # intake + one prefill step

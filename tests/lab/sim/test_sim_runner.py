@@ -11,6 +11,7 @@ from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.sim.clock import VirtualClock
 from minivllm.lab.sim.cost_model import CostModel, shapes_from_steps
 from minivllm.lab.sim.fit import calibrate
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.lab.sim.workload import make_workload
 from minivllm.worker.fake_runner import FakeModelRunner
@@ -30,7 +31,9 @@ def step_table(engine: LLMEngine) -> list[tuple]:
 def test_same_workload_gives_identical_trace_numbers():
     def run():
         engine = sim_engine()
-        engine.run(make_workload("sharegpt", 40, rate=4.0, seed=3, vocab_size=32000, max_model_len=4096).requests)
+        run_workload(
+            engine, make_workload("sharegpt", 40, rate=4.0, seed=3, vocab_size=32000, max_model_len=4096).requests
+        )
         return [(s.start, s.end, s.num_scheduled_tokens) for s in engine.trace.steps], {
             r: (rec.arrival_time, tuple(rec.token_times)) for r, rec in engine.trace.requests.items()
         }
@@ -45,10 +48,10 @@ def test_fake_and_sim_runners_give_the_same_step_table(kwargs):
     requests = make_workload("uniform", 24, seed=1, vocab_size=32000, max_model_len=1024).requests
     config = dict(max_num_batched_tokens=1024, max_num_seqs=16, max_model_len=1024, **kwargs)
     sim = sim_engine(**config)
-    sim.run(requests)
+    run_workload(sim, requests)
     fake_config = EngineConfig.from_kwargs(**{**config, "num_gpu_blocks": sim.config.cache_config.num_gpu_blocks})
     fake = LLMEngine(fake_config, model_runner=FakeModelRunner(vocab_size=32000), clock=VirtualClock())
-    fake.run(requests)
+    run_workload(fake, requests)
     assert step_table(sim) == step_table(fake)
     assert any(s.preempted for s in sim.trace.steps) == ("num_gpu_blocks" in kwargs)  # the small cache preempts
     assert {r: o.outputs[0].token_ids for r, o in sim.outputs.items()} == {
@@ -59,7 +62,9 @@ def test_fake_and_sim_runners_give_the_same_step_table(kwargs):
 
 def test_each_step_lasts_what_the_cost_model_says():
     engine = sim_engine(max_num_batched_tokens=256)
-    engine.run(make_workload("azure_conv", 12, rate=2.0, seed=0, vocab_size=32000, max_model_len=4096).requests)
+    run_workload(
+        engine, make_workload("azure_conv", 12, rate=2.0, seed=0, vocab_size=32000, max_model_len=4096).requests
+    )
     for step, shape in zip(engine.trace.steps, shapes_from_steps(engine.trace.steps)):
         assert step.duration == pytest.approx(A100.step_time(shape), rel=1e-12)
     assert engine.model_runner.busy_time == pytest.approx(sum(s.duration for s in engine.trace.steps))
@@ -77,7 +82,9 @@ def test_each_step_lasts_what_the_cost_model_says():
         kv_cache_bytes=10**11,
     )
     engine = sim_engine(closed, max_num_batched_tokens=256)
-    engine.run(make_workload("azure_conv", 12, rate=2.0, seed=0, vocab_size=32000, max_model_len=4096).requests)
+    run_workload(
+        engine, make_workload("azure_conv", 12, rate=2.0, seed=0, vocab_size=32000, max_model_len=4096).requests
+    )
     fitted, report = calibrate(engine.trace.steps, CostModel(kv_bytes_per_token=A100.kv_bytes_per_token))
     assert report.median_ape < 0.1 and fitted.per_token_s == pytest.approx(closed.per_token_s, rel=0.05)
 
@@ -87,7 +94,7 @@ def test_virtual_time_jumps_to_the_next_arrival_when_idle():
     requests[1].arrival_time = 1000.0  # long after the first request is done
     engine = sim_engine()
     t0 = time.perf_counter()
-    engine.run(requests)
+    run_workload(engine, requests)
     assert time.perf_counter() - t0 < 5.0  # no real waiting
     first = engine.trace.requests[requests[0].request_id]
     second = engine.trace.requests[requests[1].request_id]
@@ -116,7 +123,7 @@ def test_simulator_speed(capsys):
     requests = make_workload("sharegpt", 300, rate=3.0, seed=0, vocab_size=32000, max_model_len=4096).requests
     engine = sim_engine(max_num_batched_tokens=2048, max_num_seqs=128)
     t0 = time.perf_counter()
-    engine.run(requests)
+    run_workload(engine, requests)
     wall = time.perf_counter() - t0
     with capsys.disabled():
         print(

@@ -7,6 +7,7 @@ import pytest
 from minivllm.config import EngineConfig
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.sim_runner import SimRunner
 from minivllm.lab.sim.utilisation import step_flops, step_utilisation, trace_utilisation
 from minivllm.lab.sim.workload import make_workload
@@ -40,7 +41,7 @@ def run(budget: int):
     config = EngineConfig.from_kwargs(model="none", max_num_batched_tokens=budget, max_num_seqs=16, max_model_len=2048)
     engine = LLMEngine(config, model_runner=SimRunner(A100, vocab_size=32000, config=config))
     w = make_workload("uniform", 24, seed=0, vocab_size=32000, max_model_len=2048, prompt_len=(256, 1024))
-    engine.run(w.requests)
+    run_workload(engine, w.requests)
     return engine
 
 

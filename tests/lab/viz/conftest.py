@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from minivllm.lab.sim.run import run_workload
 from minivllm.metrics.trace import EngineTrace, RequestRecord, StepRecord
 from tests.helpers.viz import SCENE, make_engine, requests
 
@@ -12,7 +13,7 @@ from tests.helpers.viz import SCENE, make_engine, requests
 def scene_trace() -> EngineTrace:
     """Three chats decoding, then a 150-token prompt lands (budget 64: it is chunked)."""
     engine = make_engine()
-    engine.run(requests(SCENE))
+    run_workload(engine, requests(SCENE))
     return engine.trace
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 from numpy.testing import assert_allclose
 
+from minivllm.lab.sim.run import run_workload
 from minivllm.lab.viz import figures as F
 from minivllm.lab.viz.figures.blocks import CATEGORIES, category
 from minivllm.lab.viz.figures.gantt import BARS, LABELS, median_step
@@ -39,7 +40,7 @@ def test_gantt_bars_equal_the_segments(hand_trace):
 
 def test_gantt_marks_stalled_decode_steps():
     engine = make_engine(budget=256)
-    engine.run(requests([("chat", 8, 30, 0.0), ("long", 240, 2, 0.05)]))
+    run_workload(engine, requests([("chat", 8, 30, 0.0), ("long", 240, 2, 0.05)]))
     t = engine.trace
     fig = F.latency_gantt(t)
     stalled = bars(fig, LABELS["stalled"])
@@ -50,8 +51,9 @@ def test_gantt_marks_stalled_decode_steps():
 
 def test_gantt_compare_shares_rows_and_time_axis(scene_trace):
     other = make_engine(budget=512, enable_chunked_prefill=False)
-    other.run(
-        requests([("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("chat2", 16, 10, 0.005), ("long", 150, 4, 0.02)])
+    run_workload(
+        other,
+        requests([("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("chat2", 16, 10, 0.005), ("long", 150, 4, 0.02)]),
     )
     fig = F.gantt_compare({"chunked": scene_trace, "unchunked": other.trace})
     assert [a.text for a in fig.layout.annotations] == ["chunked", "unchunked"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minivllm.lab.sim.run import TOY_COST_MODEL, make_runner, simulate
+from minivllm.lab.sim.run import TOY_COST_MODEL, make_runner, run_workload, simulate
 from minivllm.lab.viz.figures.blocks import LABEL_LIMIT, MARGIN_X_PX, MIN_CELL_PX
 from minivllm.lab.viz.widgets.explorer import ConfigExplorer
 from minivllm.lab.viz.widgets.player import OUTPUT_WIDTH, PLAYER_WIDTH, SCREEN_WIDTH, StepPlayer
@@ -18,7 +18,7 @@ SMALL = [("chat0", 20, 12, 0.0), ("chat1", 24, 12, 0.0), ("long", 300, 3, 0.01)]
 @pytest.fixture
 def pool_trace() -> EngineTrace:
     engine = make_engine(budget=64, blocks=40, record=True)
-    engine.run(requests([("a", 40, 8, 0.0), ("b", 70, 8, 0.0), ("c", 30, 8, 0.01)]))
+    run_workload(engine, requests([("a", 40, 8, 0.0), ("b", 70, 8, 0.0), ("c", 30, 8, 0.01)]))
     return engine.trace
 
 
@@ -62,7 +62,7 @@ def test_player_on_an_empty_trace_says_so():
 @pytest.mark.parametrize("num_blocks", [12, 40, 300, 1200])
 def test_player_fits_a_1366_px_screen_with_every_block_drawn(num_blocks):
     engine = make_engine(budget=64, blocks=num_blocks, record=True)
-    engine.run(requests([("a", 40, 4, 0.0), ("b", 70, 4, 0.0)]))
+    run_workload(engine, requests([("a", 40, 4, 0.0), ("b", 70, 4, 0.0)]))
     p = StepPlayer(engine.trace)
     assert p.schedule.layout.width <= PLAYER_WIDTH <= OUTPUT_WIDTH < SCREEN_WIDTH  # JupyterLab takes the rest
     width = p.blocks.layout.width

@@ -24,7 +24,7 @@ from minivllm.lab.viz.figures.theme import COLOURS, OKABE_ITO, message_figure, s
 from minivllm.lab.viz.widgets.base import message_html
 from minivllm.metrics.trace import EngineTrace
 
-EMPTY = "This trace has no steps: run the engine first (e.g. engine.run(workload.requests))."
+EMPTY = "This trace has no steps: run the engine first (e.g. run_workload(engine, workload.requests))."
 SCREEN_WIDTH = 1366  # a common laptop screen, the narrowest the player is laid out for
 # What JupyterLab 4.6 leaves to a cell's output on that screen with its file browser open (as it opens by
 # default; measured in Chromium): the side bars, the prompt column and the padding take the rest.

@@ -1,4 +1,5 @@
-"""A failed step is undone so that one request's failure stays its own (minivllm.core.rollback).
+"""A failed step is undone so that one request's failure stays its own (minivllm.core.rollback,
+``Scheduler.roll_back_step``). Faults are injected by a wrapper runner (tests/helpers/faulty_runner.py).
 
 On the tiny real model (greedy tokens compared with a clean run) and the fake runner (many steps, the
 block pool checked after every step): the failed request ends with "abort" and the reason, every other
@@ -16,6 +17,7 @@ from minivllm.core.rollback import RequestError
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.worker import model_runner as model_runner_module
 from minivllm.worker.fake_runner import FakeModelRunner
+from tests.helpers.faulty_runner import inject
 from tests.helpers.tiny_engine import make_engine
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
@@ -37,8 +39,8 @@ def prompts() -> dict[str, list[int]]:
 
 def run(engine: LLMEngine, faults: dict | None = None) -> dict[str, tuple[list[int], str, object]]:
     """Add the prompts one step apart and step to the end; at step k, ``faults[k](out)`` runs after the
-    runner (once) and may raise. The block pool is checked after every step. Returns each request's
-    (tokens, finish_reason, stop_reason)."""
+    runner (once, in a FaultyRunner) and may raise. The block pool is checked after every step. Returns each
+    request's (tokens, finish_reason, stop_reason)."""
     pending, step, faults = list(prompts().items()), 0, dict(faults or {})
     kv = engine.scheduler.kv_cache_manager
 
@@ -46,7 +48,7 @@ def run(engine: LLMEngine, faults: dict | None = None) -> dict[str, tuple[list[i
         if step in faults:
             faults.pop(step)(out)
 
-    engine.fault_hook = hook
+    inject(engine, hook)
     while pending or engine.has_unfinished_requests():
         if pending:
             engine.add_request(*pending.pop(0), GREEDY)
@@ -174,7 +176,7 @@ def test_llm_generate_interrupted_leaves_no_request_behind(tiny):
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    llm.engine.fault_hook = interrupt
+    inject(llm.engine, interrupt)
     with pytest.raises(KeyboardInterrupt):
         llm.generate([[5, 6, 7], [8, 9]], GREEDY, use_tqdm=False)
     assert not llm.engine.has_unfinished_requests() and not llm.engine.outputs
@@ -186,9 +188,9 @@ def test_llm_generate_interrupted_leaves_no_request_behind(tiny):
 def test_llm_generate_after_an_engine_exception_serves_the_next_call(tiny):
     """Finding 4 of the server issue: after one failed step, the next LLM.generate used to spin forever."""
     llm = LLM(tiny.hf_folder, device="cpu", num_gpu_blocks=40, max_model_len=256)
-    llm.engine.fault_hook = lambda out: (_ for _ in ()).throw(OverflowError("int too big to convert"))
+    inject(llm.engine, lambda out: (_ for _ in ()).throw(OverflowError("int too big to convert")))
     (failed,) = llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)
     assert failed.outputs[0].finish_reason == "abort" and "OverflowError" in failed.outputs[0].stop_reason
-    llm.engine.fault_hook = None
+    inject(llm.engine, None)
     (ok,) = llm.generate([[5, 6, 7]], GREEDY, use_tqdm=False)
     assert ok.outputs[0].finish_reason == "length" and len(ok.outputs[0].token_ids) == 6

@@ -1,0 +1,148 @@
+"""OutputProcessor: the engine core's per-step outputs become what a caller sees (§11.9).
+
+Mirrors ``vllm/v1/engine/output_processor.py`` (``OutputProcessor.process_outputs``, its ``RequestState``
+and ``OutputProcessorOutput``): it holds every request's :class:`RequestOutput`, appends the step's new
+tokens, detokenizes, checks stop strings (``minivllm.engine.stop_strings``), fills the request's metrics
+and marks finishes. It never touches the Scheduler: a request a stop string ended is returned in
+``reqs_to_abort`` and the engine finishes it through ``Scheduler.finish_requests``, as vLLM's engine does.
+
+Deviations: vLLM's processor decodes incrementally and its metrics live in ``IterationStats``; here the
+whole completion is decoded (stop strings, finishes) and the times are the step's, on the engine's clock.
+A stop string also marks the :class:`EngineCoreOutput` it ends (finish_reason "stop", the string), so that
+the trace the engine records next sees the request finish in this step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from minivllm.engine.stop_strings import StopStringChecker, checker_for
+from minivllm.outputs import RequestOutput
+from minivllm.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from minivllm.core.output import EngineCoreOutput, SchedulerOutput
+    from minivllm.worker.base import Tokenizer
+
+
+@dataclass
+class RequestState:
+    """One request's output so far and what is needed to finish it (vLLM: ``RequestState``)."""
+
+    output: RequestOutput
+    stop_checker: StopStringChecker | None = None  # only for requests with stop strings
+    first_scheduled_time: float | None = None  # start of the step that first admitted it
+    num_cached_tokens: int = 0  # prefix-cache hit tokens at that admission
+    first_token_time: float | None = None
+    last_token_time: float | None = None
+
+
+@dataclass
+class OutputProcessorOutput:
+    """What one step produced: the outputs that changed, and the requests the engine must finish."""
+
+    request_outputs: list[RequestOutput] = field(default_factory=list)
+    reqs_to_abort: list[str] = field(default_factory=list)
+
+
+class OutputProcessor:
+    """Every request's :class:`RequestOutput`, by id, until a caller pops it."""
+
+    def __init__(self, tokenizer: Tokenizer | None) -> None:
+        self.tokenizer = tokenizer
+        self.request_states: dict[str, RequestState] = {}  # kept after a finish until ``pop_output``
+        self._outputs: dict[str, RequestOutput] = {}  # the same outputs, for the read-only ``outputs``
+
+    def add_request(
+        self, request_id: str, prompt: str | None, prompt_token_ids: list[int], params: SamplingParams, arrival: float
+    ) -> None:
+        output = RequestOutput.new(request_id, prompt, list(prompt_token_ids), arrival)
+        self.request_states[request_id] = RequestState(output, checker_for(params))
+        self._outputs[request_id] = output
+
+    @property
+    def outputs(self) -> Mapping[str, RequestOutput]:
+        """Every request's output so far, by id (read-only; finished ones stay until ``pop_output``)."""
+        return MappingProxyType(self._outputs)
+
+    def pop_output(self, request_id: str) -> RequestOutput | None:
+        """Hand a request's output over and forget it (the engine keeps no output a caller has taken)."""
+        self.request_states.pop(request_id, None)
+        return self._outputs.pop(request_id, None)
+
+    def process_outputs(
+        self, engine_core_outputs: list[EngineCoreOutput], scheduler_output: SchedulerOutput, start: float, end: float
+    ) -> OutputProcessorOutput:
+        """One step (scheduled at ``start``, its tokens out at ``end``): new tokens, stop strings, metrics,
+        finishes. Returns the outputs of the requests that got tokens or finished."""
+        for new in scheduler_output.scheduled_new_reqs:
+            if (state := self.request_states.get(new.req_id)) is not None:
+                state.first_scheduled_time, state.num_cached_tokens = start, new.num_computed_tokens
+        result = OutputProcessorOutput()
+        for o in engine_core_outputs:
+            state = self.request_states[o.request_id]
+            ro = state.output
+            ro.outputs[0].token_ids.extend(o.new_token_ids)
+            if o.new_token_ids:
+                state.last_token_time = end
+                if state.first_token_time is None:
+                    state.first_token_time = end
+            decoded = state.stop_checker is not None and self._check_stop_strings(state, o, result)
+            self._update_metrics(state)
+            if o.finished:
+                self.finish(o.request_id, o.finish_reason, o.stop_reason, end)
+                if not decoded:
+                    self.detokenize(ro)
+            result.request_outputs.append(ro)
+        return result
+
+    def _check_stop_strings(self, state: RequestState, o: EngineCoreOutput, result: OutputProcessorOutput) -> bool:
+        """Decode the request's text (the text so far, as vLLM's cumulative output has it: the server streams
+        it); if it now holds a stop string, cut the text there and end the request ("stop", the string)."""
+        assert state.stop_checker is not None
+        ro = state.output
+        hit = state.stop_checker.check(self.detokenize(ro))
+        if hit is not None:
+            ro.outputs[0].text, stop = hit
+            if not o.finished:
+                result.reqs_to_abort.append(o.request_id)
+            o.finish_reason, o.stop_reason = "stop", stop
+        return True
+
+    @staticmethod
+    def _update_metrics(state: RequestState) -> None:
+        """The request's times (and prefix-cache hit) so far, into its output's metrics."""
+        ro, m = state.output, state.output.metrics
+        if m is None:
+            return
+        m.first_scheduled_time, m.first_token_time = state.first_scheduled_time, state.first_token_time
+        if state.first_scheduled_time is not None:
+            m.time_in_queue = state.first_scheduled_time - m.arrival_time
+            ro.num_cached_tokens = state.num_cached_tokens
+        if state.last_token_time is not None:
+            m.last_token_time = state.last_token_time
+
+    def finish(self, request_id: str, finish_reason: str | None, stop_reason: int | str | None, now: float) -> None:
+        """Mark a request's output finished (a stop, a length, an abort) at ``now``."""
+        state = self.request_states[request_id]
+        state.stop_checker = None
+        ro = state.output
+        completion = ro.outputs[0]
+        ro.finished, completion.finish_reason, completion.stop_reason = True, finish_reason, stop_reason
+        if ro.metrics is not None:
+            ro.metrics.finished_time = now
+
+    def detokenize(self, output: RequestOutput) -> str:
+        """Set and return ``output.outputs[0].text`` (empty without a tokenizer); done for every finished
+        request, and after every step for a request with stop strings (add_request needs a tokenizer for them)."""
+        if self.tokenizer is None:
+            return ""
+        completion = output.outputs[0]
+        text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence decodes to one string
+        completion.text = text
+        return text
