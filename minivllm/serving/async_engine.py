@@ -26,7 +26,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,7 +156,7 @@ class AsyncEngine:
         params: SamplingParams,
         priority: int = 0,
         cache_salt: str | None = None,
-    ) -> AsyncIterator[Delta]:
+    ) -> AsyncGenerator[Delta, None]:  # a generator, not just an iterator: callers ``aclosing`` it
         """Queue a request and yield its deltas; the engine's ValueError comes out of the first ``anext``.
         Leaving early (the client went away, or the task was cancelled) aborts the request. ``cache_salt``:
         as ``LLMEngine.add_request``'s (prefix-cache blocks shared within one salt only)."""

@@ -89,14 +89,19 @@ async def set_scheduling(raw: Request) -> dict[str, Any]:
     def apply(engine: LLMEngine) -> dict[str, Any]:
         changes = dict(body)
         config = engine.scheduler.scheduler_config
+        max_model_len, budget = config.max_model_len, config.max_num_batched_tokens
+        if max_model_len is None or budget is None:  # SchedulerConfig.__post_init__ sets both
+            raise RuntimeError(
+                f"Unresolved SchedulerConfig: max_model_len={max_model_len}, max_num_batched_tokens={budget}."
+            )
         if changes.get("enable_chunked_prefill") is False:
-            changes.setdefault("max_num_batched_tokens", max(config.max_model_len, config.max_num_batched_tokens))
+            changes.setdefault("max_num_batched_tokens", max(max_model_len, budget))
             changes.setdefault("long_prefill_token_threshold", 0)
         elif changes.get("enable_chunked_prefill") is True and not config.enable_chunked_prefill:
             changes.setdefault("max_num_batched_tokens", state.chunked_budget)
         engine.set_scheduling(**changes)
         if config.enable_chunked_prefill and not engine.scheduler.scheduler_config.enable_chunked_prefill:
-            state.chunked_budget = config.max_num_batched_tokens  # remember it for the way back
+            state.chunked_budget = budget  # remember it for the way back
         return _scheduling(engine)
 
     try:

@@ -27,16 +27,18 @@ class IncrementalDetokenizer:
         self.read_offset = 0  # end of that window: tokens after it are new
         self.text = ""
 
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+    @staticmethod
+    def _decode(tokenizer: Any, ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=True)
 
     def update(self, new_token_ids: list[int], finished: bool = False) -> str:
         """Add tokens; return the text they complete ("" when held back or without a tokenizer)."""
         self.token_ids.extend(new_token_ids)
-        if self.tokenizer is None or self.read_offset == len(self.token_ids):
+        tokenizer = self.tokenizer
+        if tokenizer is None or self.read_offset == len(self.token_ids):
             return ""
-        prefix = self._decode(self.token_ids[self.prefix_offset : self.read_offset])
-        full = self._decode(self.token_ids[self.prefix_offset :])
+        prefix = self._decode(tokenizer, self.token_ids[self.prefix_offset : self.read_offset])
+        full = self._decode(tokenizer, self.token_ids[self.prefix_offset :])
         if full.endswith(REPLACEMENT_CHAR) and not finished:
             return ""  # half a character: wait for the rest
         delta = full[len(prefix) :] if full.startswith(prefix) else full

@@ -256,9 +256,10 @@ def completion_prompt(req: CompletionRequest, tokenizer: Any) -> tuple[list[int]
             raise APIError("This model has no tokenizer: send the prompt as a list of token ids.", "prompt")
         check_text(p, "prompt")
         return list(tokenizer.encode(p)), p
-    if p and not all(isinstance(t, int) for t in p):
+    ids = [t for t in p if isinstance(t, int)]
+    if len(ids) != len(p):
         raise APIError("Batched prompts are not supported: send one prompt (a string or token ids).", "prompt")
-    return list(p), None
+    return ids, None
 
 
 @dataclass

@@ -52,8 +52,14 @@ def build_app(
     """The ASGI app around a (not yet started) AsyncEngine; the engine thread runs while the app does."""
     llm = engine.engine
     sc = llm.scheduler.scheduler_config
-    limits = Limits(sc.max_model_len, llm.vocab_size)
-    admin_limits = AdminLimits.from_start(sc.max_num_batched_tokens, sc.max_num_seqs, sc.max_model_len)
+    max_model_len, budget, max_num_seqs = sc.max_model_len, sc.max_num_batched_tokens, sc.max_num_seqs
+    if max_model_len is None or budget is None or max_num_seqs is None:  # SchedulerConfig.__post_init__ sets them
+        raise ValueError(
+            "build_app needs a resolved SchedulerConfig: max_model_len, max_num_batched_tokens and max_num_seqs "
+            f"must be set (got {max_model_len}, {budget}, {max_num_seqs})."
+        )
+    limits = Limits(max_model_len, llm.vocab_size)
+    admin_limits = AdminLimits.from_start(budget, max_num_seqs, max_model_len)
     state = ServerState(
         engine,
         model_name,
@@ -62,10 +68,10 @@ def build_app(
         int(time.time()),
         admin_limits,
         admin_guard=admin_guard or AdminGuard(),
-        max_prompt_chars=max_prompt_chars(llm.tokenizer, sc.max_model_len),
+        max_prompt_chars=max_prompt_chars(llm.tokenizer, max_model_len),
     )
     if sc.enable_chunked_prefill:
-        state.chunked_budget = sc.max_num_batched_tokens
+        state.chunked_budget = budget
     if llm.tokenizer is not None and not getattr(llm.tokenizer, "chat_template", None):
         logger.warning("The tokenizer has no chat template; chat uses the fallback %r.", FALLBACK_CHAT_TEMPLATE)
 

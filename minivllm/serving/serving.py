@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,11 +129,11 @@ async def prepare(state: ServerState, req: CompletionRequest | ChatCompletionReq
     state.check_model(req.model)
     chat = isinstance(req, ChatCompletionRequest)
     prompt_field = "messages" if chat else "prompt"
-    if not chat and isinstance(req.prompt, str):
-        check_prompt_chars(state, len(req.prompt), "prompt")
-    if chat:
+    if isinstance(req, ChatCompletionRequest):
         ids = await asyncio.to_thread(chat_prompt_ids, state, req)
     else:
+        if isinstance(req.prompt, str):
+            check_prompt_chars(state, len(req.prompt), "prompt")
         ids = (await asyncio.to_thread(completion_prompt, req, state.tokenizer))[0]
     check_token_ids(ids, state.limits, prompt_field)
     params = build_sampling_params(req, len(ids), state.limits, prompt_field, None if chat else 16)
@@ -173,7 +173,7 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage})
 
 
-async def _collect(first: Delta, stream: AsyncIterator[Delta]) -> tuple[str, Delta]:
+async def _collect(first: Delta, stream: AsyncGenerator[Delta, None]) -> tuple[str, Delta]:
     parts, last = [first.text], first
     async with aclosing(stream):
         if not first.finished:
@@ -197,7 +197,12 @@ def _data(obj: Any) -> str:
 
 
 async def _sse(
-    base: dict[str, Any], chat: bool, first: Delta, stream: AsyncIterator[Delta], num_prompt: int, include_usage: bool
+    base: dict[str, Any],
+    chat: bool,
+    first: Delta,
+    stream: AsyncGenerator[Delta, None],
+    num_prompt: int,
+    include_usage: bool,
 ) -> AsyncIterator[str]:
     """The SSE body. Cancelled by Starlette when the client disconnects: the stream's ``finally`` aborts."""
     async with aclosing(stream):

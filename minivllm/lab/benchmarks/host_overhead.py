@@ -170,9 +170,10 @@ def measure(engine: LLMEngine, batch: int, context: int, steps: int, clock: str 
         times["other"] = total - sum(times[p] for p in PARTS if p != "other")
         per_step.append(times | {"total": total})
     ms = {p: statistics.median(s[p] for s in per_step) / 1e6 for p in (*PARTS, "total")}
-    total = ms["total"]
-    host = 100.0 * (1.0 - ms["model"] / total) if total > 0 else 0.0
-    return Row(batch, steps, total, *(ms[p] for p in PARTS), host_pct=host)
+    total_ms = ms["total"]
+    host = 100.0 * (1.0 - ms["model"] / total_ms) if total_ms > 0 else 0.0
+    schedule, input_prep, model, sampling, update, other = (ms[p] for p in PARTS)
+    return Row(batch, steps, total_ms, schedule, input_prep, model, sampling, update, other, host)
 
 
 def _pure_decode(engine: LLMEngine, batch: int) -> bool:

@@ -9,6 +9,7 @@ token-for-token equality checks mean the same thing.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 SMOLLM2_SHAPES = dict(
     vocab_size=49152,
@@ -29,7 +30,7 @@ def save_random_smollm2_like(folder: str, seed: int = 0, num_layers: int | None 
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    shapes = dict(SMOLLM2_SHAPES)
+    shapes: dict[str, Any] = dict(SMOLLM2_SHAPES)  # ints and floats: LlamaConfig takes each by name
     if num_layers is not None:
         shapes["num_hidden_layers"] = num_layers
     torch.manual_seed(seed)

@@ -41,6 +41,8 @@ def main(num_steps: int = 500) -> dict[str, float]:
         num_gpu_blocks=1200,
     )
     trace = run.trace
+    if trace is None:
+        raise RuntimeError(f"The simulated run failed: {run.message}")
     n_bars = sum(len(s.prefill_tokens) + len(s.decode_tokens) for s in trace.steps)
     print(f"trace: {len(trace.steps)} steps, {len(trace.requests)} requests, {n_bars} request-steps")
     results = {

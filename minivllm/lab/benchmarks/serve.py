@@ -153,7 +153,12 @@ def to_trace(start: float, results: list[RequestResult]) -> Any:
         trace.on_arrival(r.request_id, r.send_time - start, r.prompt_len)
         rec = trace.requests[r.request_id]
         rec.token_times = [t - start for t in r.chunk_times]
-        done = r.end_time if r.error is None else (r.chunk_times[-1] if r.chunk_times else r.send_time)
+        if r.error is not None:
+            done = r.chunk_times[-1] if r.chunk_times else r.send_time
+        elif r.end_time is None:  # send_one() sets end_time whenever it returns without an error
+            raise ValueError(f"Request {r.request_id} has neither an error nor an end_time.")
+        else:
+            done = r.end_time
         rec.finish_time, rec.finish_reason = done - start, "abort" if r.error else (r.finish_reason or "length")
     return trace
 

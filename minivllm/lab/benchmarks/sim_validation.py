@@ -85,7 +85,8 @@ def intake_per_request(run: PublishedRun, model: CostModel) -> float:
     scheduler runs (whole prompts in queue order up to the budget), spread over the burst's requests."""
     if run.first_token_s is None:
         return 0.0
-    budget, first, tokens = int(run.replay.get("max_num_batched_tokens", 2048)), [], 0
+    budget, tokens = int(run.replay.get("max_num_batched_tokens", 2048)), 0
+    first: list[tuple[int, int]] = []
     for p, _ in run.workload.lengths():
         if tokens + p > budget or len(first) >= int(run.replay.get("max_num_seqs", 256)):
             break

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -34,7 +35,7 @@ GOOD = [
     "What is two plus two?",
     "Write one word about the sea.",
 ]
-BAD = [
+BAD: list[dict[str, Any]] = [
     {"prompt": "hi", "seed": 2**64},
     {"prompt": "hi", "min_tokens": 2, "stop_token_ids": [10**6]},
     {"prompt": "hi", "max_tokens": True},

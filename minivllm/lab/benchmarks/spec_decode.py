@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
 
     loaded = load_model("smollm2")
     tok = loaded.tokenizer
+    if tok is None:
+        raise RuntimeError("The smollm2 model loaded without a tokenizer: the chat prompts need one.")
 
     def chat(text: str) -> list[int]:
         return tok.encode(

@@ -163,7 +163,8 @@ def choose_scene(
     chunk costs at most ``chunk_cost_steps`` decode steps (so the chunked chats still stream at a few decode
     steps a token)."""
     cost = fit_prefill_cost(prefill_timings)
-    cap, capped_by = max_model_len - long_output_tokens, "max_model_len"
+    cap = max_model_len - long_output_tokens
+    capped_by: str | None = "max_model_len"
     if kv_room_tokens is not None and kv_room_tokens < cap:
         cap, capped_by = kv_room_tokens, "kv cache"
     need = cost.tokens_for((target_ratio - 1) * decode_step)

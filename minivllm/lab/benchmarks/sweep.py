@@ -18,12 +18,16 @@ import math
 import re
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
 from minivllm.engine.arg_utils import ENGINE_ARGS, add_engine_args, build_engine, engine_kwargs, load_engine_model
 from minivllm.lab.benchmarks.results import RUN_FLAGS, format_table, load_workload, write_outputs
 from minivllm.lab.sim.run import run_workload
+
+if TYPE_CHECKING:
+    from minivllm.worker.base import ModelRunnerBase
 
 # Every engine flag, except where a run flag has the name: --seed is the workload's seed (the model's stays 0).
 ENGINE_FLAGS = tuple(name for name in ENGINE_ARGS if name not in RUN_FLAGS)
@@ -116,6 +120,7 @@ def _flag_error(parser: argparse.ArgumentParser, err: Exception) -> None:
 def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple, Any]) -> tuple[Any, Any, Any]:
     """One sweep point's engine, its workload and its intake (``run_workload(intake=...)``; None: none)."""
     kwargs = engine_kwargs(args, point)
+    make_runner: Callable[[EngineConfig], ModelRunnerBase] | None  # None: the real model runner
     if args.mode == "sim":
         from minivllm.lab.sim.local_fit import resolve_cost_model
         from minivllm.lab.sim.sim_runner import SimRunner
@@ -124,9 +129,11 @@ def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tup
         vocab, max_len, loaded = cost_model.vocab_size, cost_model.max_model_len, None
         intake = cost_model.intake()
 
-        def make_runner(config: EngineConfig) -> SimRunner:
+        def make_sim_runner(config: EngineConfig) -> SimRunner:
             spec = config.speculative_config.num_speculative_tokens
             return SimRunner(cost_model, vocab_size=vocab, config=config, num_spec_tokens=spec)
+
+        make_runner = make_sim_runner
     else:
         mc = EngineConfig.from_kwargs(**kwargs).model_config
         key = (mc.model, mc.device, mc.dtype)
@@ -136,7 +143,10 @@ def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tup
         vocab, max_len = loaded.arch.vocab_size, loaded.arch.max_position_embeddings
     kwargs.setdefault("max_model_len", min(max_len, DEFAULT_MAX_MODEL_LEN))
     engine = build_engine(make_runner, loaded, scheduler_class(args.scheduler_cls), **kwargs)
-    workload = load_workload(args, point, vocab, engine.config.scheduler_config.max_model_len)
+    max_model_len = engine.config.scheduler_config.max_model_len
+    if max_model_len is None:  # SchedulerConfig.__post_init__ sets it
+        raise ValueError("build_point: the engine's SchedulerConfig has no max_model_len.")
+    workload = load_workload(args, point, vocab, max_model_len)
     return engine, workload, intake
 
 

@@ -139,6 +139,7 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> str:
 def _run_one(kind: str, opts: dict) -> dict:
     """Run one engine on the seeded workload; return its time, outputs and (minivllm) step split."""
     from minivllm.model.loader import load_model
+    from minivllm.worker.model_runner import ModelRunner
 
     device = torch.device(opts["device"])
     loaded = load_model(opts["model"], "float32", device)
@@ -147,6 +148,9 @@ def _run_one(kind: str, opts: dict) -> dict:
     if kind.startswith("minivllm"):
         gemm = "torch" if kind == "minivllm-torch-gemm" else "auto"
         t, outs, engine = run_minivllm(loaded, prompts, n, opts["budget"], device, cpu_gemm=gemm)
+        runner = engine.model_runner
+        if not isinstance(runner, ModelRunner):  # run_minivllm builds the real runner (it has cpu_gemm)
+            raise TypeError(f"run_minivllm built a {type(runner).__name__}, not a ModelRunner.")
         steps = [s for s in engine.trace.steps if "warmup" not in s.prefill_tokens | s.decode_tokens]
         prompt_steps = [s for s in steps if s.prefill_tokens]
         split = {
@@ -154,7 +158,7 @@ def _run_one(kind: str, opts: dict) -> dict:
             "prompt_steps": len(prompt_steps),
             "prompt_steps_s": sum(s.duration for s in prompt_steps),
             "decode_steps_s": sum(s.duration for s in steps if not s.prefill_tokens),
-            "cpu_gemm": engine.model_runner.cpu_gemm,
+            "cpu_gemm": runner.cpu_gemm,
         }
         result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
         result["num_prompt_tokens"] = sum(map(len, prompts))

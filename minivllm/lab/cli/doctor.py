@@ -20,8 +20,8 @@ from minivllm.lab.sim.fingerprint import cpu_info
 from minivllm.lab.viz.figures.export import find_chromium
 from minivllm.model.loader import SMOLLM2_PACKAGE, cache_root
 
-PACKAGES = ("transformers", "tokenizers", "safetensors", "gguf", "numpy", "plotly", "ipywidgets", "anywidget")
-PACKAGES += ("jupyterlab", "ipykernel", "fastapi", "uvicorn", "httpx")
+PACKAGES: tuple[str, ...] = ("transformers", "tokenizers", "safetensors", "gguf", "numpy", "plotly", "ipywidgets")
+PACKAGES += ("anywidget", "jupyterlab", "ipykernel", "fastapi", "uvicorn", "httpx")
 CPU_FLAGS = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512_bf16": "AVX512_BF16", "amx_tile": "AMX"}
 
 

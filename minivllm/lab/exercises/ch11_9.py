@@ -65,7 +65,7 @@ def _ms(x: Any) -> str:
     return f"{x * 1e3:.3f} ms" if isinstance(x, (int, float)) and not isinstance(x, bool) else _show(x)
 
 
-def exercise_1_cases() -> list[tuple[tuple[float, list[float]], tuple[float, float | None]]]:
+def exercise_1_cases() -> list[tuple[tuple[float, list[float]], tuple[float | None, float | None]]]:
     """(arrival_time, token_times) -> (TTFT, TPOT) for every request of a simulated run (metrics.summarize's
     definitions); the run has requests with one output token (TPOT None) and with hundreds."""
     from minivllm.lab.sim.run import simulate

@@ -211,10 +211,10 @@ def summarize(trace: EngineTrace, stall_threshold: float | None = None) -> Metri
         request_throughput=rate(len(done)),
         output_throughput=rate(output_tokens),
         total_throughput=rate(prompt_tokens + output_tokens),
-        ttft=Distribution.of([r.ttft for r in recs if r.token_times]),
+        ttft=Distribution.of([ttft for r in recs if (ttft := r.ttft) is not None]),  # None: no token out
         tpot=Distribution.of([r.tpot for r in recs if r.tpot is not None]),
         itl=Distribution.of(itl_gaps(trace)),
-        e2e=Distribution.of([r.finish_time - r.arrival_time for r in done]),
+        e2e=Distribution.of([r.finish_time - r.arrival_time for r in done if r.finish_time is not None]),  # all
         queue_time=Distribution.of(
             [r.first_scheduled_time - r.arrival_time for r in recs if r.first_scheduled_time is not None]
         ),

@@ -127,7 +127,7 @@ class CostModel:
         table = self.linear_profile
         if not table:
             return 0.0
-        i = bisect.bisect_left(table, tokens, key=_count)
+        i = bisect.bisect_left(table, float(tokens), key=_count)  # float: the key's type (the same order)
         if i < len(table):
             if i == 0 or table[i][0] - table[i - 1][0] <= PROFILE_GAP:
                 return float(table[i][1])

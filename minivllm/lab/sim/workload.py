@@ -158,7 +158,7 @@ class Workload:
         """Write ``.json`` (everything) or ``.csv`` (a ``# {name, seed, params}`` line, then one row per request)."""
         path, meta = Path(path), {"name": self.name, "seed": self.seed, "params": self.params}
         rows = [
-            [r.request_id, r.arrival_time, r.prompt_len, r.output_len, r.priority, r.prefix_group, r.prompt_token_ids]
+            (r.request_id, r.arrival_time, r.prompt_len, r.output_len, r.priority, r.prefix_group, r.prompt_token_ids)
             for r in self.requests
         ]
         if path.suffix == ".json":
@@ -268,8 +268,8 @@ def _check(args: dict[str, Any], overrides: dict[str, Any]) -> None:
             raise ValueError(f"{name} must be {allowed}; got {args[name]!r}.")
     for key in overrides:
         if key not in OVERRIDES or (key not in ("prompt_len", "output_len") and kind != "rag_burst"):
-            allowed = OVERRIDES if kind == "rag_burst" else OVERRIDES[:2]
-            raise ValueError(f"unknown override {key!r} for kind {kind!r}; allowed: {', '.join(allowed)}.")
+            names = OVERRIDES if kind == "rag_burst" else OVERRIDES[:2]
+            raise ValueError(f"unknown override {key!r} for kind {kind!r}; allowed: {', '.join(names)}.")
 
 
 def make_workload(

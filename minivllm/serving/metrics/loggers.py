@@ -56,7 +56,10 @@ class PrometheusStatLogger:
         v.generation_tokens += k
         if len(rec.token_times) == k:  # its first token: the prompt counts now, as in vLLM
             v.prompt_tokens += rec.num_prompt_tokens
-            hist["ttft"].observe(rec.ttft)
+            ttft = rec.ttft
+            if ttft is None:
+                raise ValueError(f"_tokens_out needs k > 0 tokens already in rec.token_times (got k={k}).")
+            hist["ttft"].observe(ttft)
         for gap in batch_gaps(rec.token_times[-k - 1 :]):  # the previous batch's time and this one's
             hist["tpot"].observe(gap)
 

@@ -176,6 +176,8 @@ def batch_gaps(token_times: Sequence[float]) -> list[float]:
 
 def request_latencies(rec: RequestRecord) -> dict[str, float]:
     """The request histograms' observations for one finished request (what vLLM's FinishedRequestStats holds)."""
+    if rec.finish_time is None:
+        raise ValueError(f"request_latencies needs a finished request: rec.finish_time is None ({rec.request_id!r}).")
     values = {"e2e": rec.finish_time - rec.arrival_time}
     if rec.first_scheduled_time is not None:
         values["queue"] = rec.first_scheduled_time - rec.arrival_time
@@ -199,7 +201,7 @@ def exposition_text(
     out.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", v.prompt_tokens)
     out.counter("vllm:generation_tokens_total", "Number of generation tokens processed.", v.generation_tokens)
     out.family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
-    reasons = list(FINISH_REASONS) + sorted(set(v.request_success) - set(FINISH_REASONS) - {None})
+    reasons = list(FINISH_REASONS) + sorted(r for r in v.request_success if r is not None and r not in FINISH_REASONS)
     for reason in reasons:
         out.sample("vllm:request_success_total", v.request_success.get(reason, 0), finished_reason=reason)
     for prefix, note in (("vllm:gpu_prefix_cache", " (deprecated name)"), ("vllm:prefix_cache", "")):
@@ -220,9 +222,9 @@ def trace_values(trace: EngineTrace) -> PrometheusValues:
     for r in finished:
         success[r.finish_reason] = success.get(r.finish_reason, 0) + 1
     latencies = [request_latencies(r) for r in finished]
-    observed = {
+    observed: dict[str, list[float]] = {
         "iteration_tokens": [s.num_scheduled_tokens for s in trace.steps],
-        "ttft": [r.ttft for r in recs if r.token_times],
+        "ttft": [ttft for r in recs if (ttft := r.ttft) is not None],  # None exactly when no token came out
         "tpot": [gap for r in recs for gap in batch_gaps(r.token_times)],
         **{key: [lat[key] for lat in latencies if key in lat] for key in REQUEST_HISTOGRAMS},
     }

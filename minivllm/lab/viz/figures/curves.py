@@ -156,7 +156,7 @@ def _cdf(values: Sequence[float]) -> tuple[list[float], list[float]]:
 
 def request_latencies(trace: EngineTrace) -> tuple[list[float], list[float]]:
     """(TTFTs, TPOTs) in seconds, with metrics.py's definitions (TPOT for requests with > 1 token)."""
-    ttft = [r.ttft for r in trace.requests.values() if r.token_times]
+    ttft = [t for r in trace.requests.values() if (t := r.ttft) is not None]  # None: no token out
     tpot = [r.tpot for r in trace.requests.values() if r.tpot is not None]
     return ttft, tpot
 

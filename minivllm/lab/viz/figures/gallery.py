@@ -6,7 +6,9 @@ the same on every machine and take a few seconds in all to build.
 
 from __future__ import annotations
 
-from minivllm.lab.sim.run import demo_workload, shared_prefix_workload, simulate
+from typing import Any
+
+from minivllm.lab.sim.run import SimResult, demo_workload, shared_prefix_workload, simulate
 from minivllm.lab.viz.figures.blocks import block_map_data, kv_block_map
 from minivllm.lab.viz.figures.curves import chunk_size_curves, latency_cdfs, queue_kv_over_time
 from minivllm.lab.viz.figures.gantt import gantt_compare
@@ -18,13 +20,20 @@ MAX_MODEL_LEN = 4096
 SWEEP_BUDGETS = (64, 128, 256, 512, 1024, 2048, 4096)
 
 
+def _trace(result: SimResult) -> EngineTrace:
+    """The run's trace: the gallery's settings are valid, so a run without one is a bug to report, not to draw."""
+    if result.trace is None:
+        raise RuntimeError(f"A gallery simulation failed: {result.message}")
+    return result.trace
+
+
 def chunked_vs_unchunked(budget: int = 256, num_requests: int = 12) -> dict[str, EngineTrace]:
     """§11.1's scene run twice: chunked prefill with ``budget``, and chunking off."""
     reqs = demo_workload(num_requests)
-    common = dict(max_num_seqs=16, max_model_len=MAX_MODEL_LEN, num_gpu_blocks=600)
+    common: dict[str, Any] = dict(max_num_seqs=16, max_model_len=MAX_MODEL_LEN, num_gpu_blocks=600)
     chunked = simulate(reqs, max_num_batched_tokens=budget, **common)
     whole = simulate(reqs, max_num_batched_tokens=MAX_MODEL_LEN, enable_chunked_prefill=False, **common)
-    return {f"chunked prefill (budget {budget})": chunked.trace, "chunked prefill off": whole.trace}
+    return {f"chunked prefill (budget {budget})": _trace(chunked), "chunked prefill off": _trace(whole)}
 
 
 def small_pool_run(num_gpu_blocks: int = 40) -> EngineTrace:
@@ -38,7 +47,7 @@ def small_pool_run(num_gpu_blocks: int = 40) -> EngineTrace:
         block_size=16,
         record_block_pool=True,
     )
-    return result.trace
+    return _trace(result)
 
 
 def sweep_results(budgets: tuple[int, ...] = SWEEP_BUDGETS) -> dict[int, dict[str, float]]:
@@ -57,7 +66,8 @@ def sweep_results(budgets: tuple[int, ...] = SWEEP_BUDGETS) -> dict[int, dict[st
             w.requests, max_num_batched_tokens=b, max_num_seqs=64, max_model_len=MAX_MODEL_LEN, num_gpu_blocks=1500
         )
         model = CostModel.from_preset(DEFAULT_PRESET)
-        out[b] = {**summarize(r.trace).to_dict(), "utilisation": trace_utilisation(model, r.trace.steps)}
+        trace = _trace(r)
+        out[b] = {**summarize(trace).to_dict(), "utilisation": trace_utilisation(model, trace.steps)}
     return out
 
 
@@ -66,6 +76,8 @@ def busiest_block_step(trace: EngineTrace) -> int:
 
     def kinds(k: int) -> int:
         s = trace.steps[k]
+        if s.block_pool is None:
+            raise ValueError(f"busiest_block_step needs a trace run with record_block_pool=True (step {k} has none).")
         return sum(v > 0 for v in block_map_data(s.block_pool, s.block_tables).counts.values())
 
     return max(range(len(trace.steps)), key=lambda k: (kinds(k), -k))

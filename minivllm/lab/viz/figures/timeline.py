@@ -74,8 +74,8 @@ def request_segments(trace: EngineTrace) -> list[Segment]:
             if req_id not in s.prefill_tokens:
                 segments.append(Segment(req_id, "decode", s.start, s.end, s.step, n + s.spec_tokens.get(req_id, 0)))
     for req_id, (t0, k) in preempted_at.items():  # never resumed (yet)
-        rec = trace.requests.get(req_id)
-        end = rec.finish_time if rec is not None and rec.finish_time is not None else end_of_trace
+        last = trace.requests.get(req_id)
+        end = last.finish_time if last is not None and last.finish_time is not None else end_of_trace
         segments.append(Segment(req_id, "preempted", t0, max(end, t0), k))
     return segments
 
@@ -145,16 +145,16 @@ def recovery_events(trace: EngineTrace, block_size: int = 16) -> list[RecoveryEv
         for req_id in s.new_requests:
             hits = s.prefix_cache_hit_tokens.get(req_id, 0)
             progress[req_id] = hits
-            ev = open_events.pop(req_id, None)
-            if ev is not None:
-                ev.resume_step, ev.cached = s.step, hits
+            opened = open_events.pop(req_id, None)
+            if opened is not None:
+                opened.resume_step, opened.cached = s.step, hits
                 rec = trace.requests[req_id]
                 num_tokens = rec.num_prompt_tokens + bisect_right(rec.token_times, s.start)
-                full = min(ev.computed_before, num_tokens - 1) // block_size * block_size
-                ev.recoverable = max(full, hits)
+                full = min(opened.computed_before, num_tokens - 1) // block_size * block_size
+                opened.recoverable = max(full, hits)
                 if s.block_tables is not None:
-                    ev.blocks_after = list(s.block_tables.get(req_id, []))
-                recovering[req_id] = ev
+                    opened.blocks_after = list(s.block_tables.get(req_id, []))
+                recovering[req_id] = opened
         for req_id, ev in list(recovering.items()):
             n = s.prefill_tokens.get(req_id, 0)
             redo = min(n, max(ev.computed_before - ev.cached - ev.recomputed, 0))

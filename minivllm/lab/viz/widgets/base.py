@@ -89,7 +89,7 @@ def message_html(text: str, level: str = "info") -> str:
     )
 
 
-def _fmt(value: float, scale: float, digits: int) -> str:
+def _fmt(value: float | None, scale: float, digits: int) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value * scale:.{digits}f}"
 
 

@@ -125,7 +125,8 @@ class ConfigExplorer:
         self.settings = kw
         self.result = simulate(self.requests, preset=self.preset, **kw)
         r = self.result
-        if r.engine is None:  # invalid settings: say why, draw nothing
+        trace = r.trace
+        if trace is None:  # invalid settings (no engine): say why, draw nothing
             self.message.value = message_html(r.message, "error")
             self.metrics_html.value = ""
             sync_figure(self.fig, message_figure(r.message, "Latency Gantt (§11.1.3)"))
@@ -135,18 +136,19 @@ class ConfigExplorer:
             f"Latency Gantt: {label}, budget {kw['max_num_batched_tokens']}, threshold "
             f"{kw['long_prefill_token_threshold']}, {kw['num_gpu_blocks']} KV blocks, {kw['policy']}"
         )
-        sync_figure(self.fig, latency_gantt(r.trace, title))
+        sync_figure(self.fig, latency_gantt(trace, title))
         self.metrics_html.value = metrics_table(self.metrics())
         text = " ".join(notes + ([r.message] if r.message else []))
         self.message.value = message_html(text, "warning" if r.message else "info")
 
     def metrics(self) -> dict[str, float]:
         """Headline metrics of the current run (metrics.summarize), {} when there is no run."""
-        if self.result is None or self.result.engine is None:
+        trace = None if self.result is None else self.result.trace  # None: no run, or no engine
+        if trace is None:
             return {}
         from minivllm.lab.metrics.summary import summarize
 
-        d = summarize(self.result.trace).to_dict()
+        d = summarize(trace).to_dict()
         return {k: d[k] for k in (*HEADLINE, "num_steps") if k in d}
 
     def state(self) -> dict:

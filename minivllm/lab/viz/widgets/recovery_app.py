@@ -89,9 +89,15 @@ class RecoveryExplorer:
             return
         self.do_step(1)
 
+    def _live_engine(self) -> LLMEngine:
+        """The engine, for the methods that run only once ``reset`` built one."""
+        if self.engine is None:
+            raise RuntimeError("The recovery app has no engine: reset() has not built one (invalid settings?).")
+        return self.engine
+
     def _admit_arrivals(self) -> None:
         """Add the requests that have arrived by now (as LLMEngine.run does); jump ahead when idle."""
-        engine = self.engine
+        engine = self._live_engine()
         if self.pending and not engine.has_unfinished_requests():
             engine.clock.wait_until(self.pending[0].arrival_time)
         now = engine.clock.now()
@@ -142,7 +148,7 @@ class RecoveryExplorer:
         self.request.options = []
 
     def _render(self, note: str = "") -> None:
-        engine = self.engine
+        engine = self._live_engine()
         running = [r.request_id for r in engine.scheduler.running]
         keep = self.request.value if self.request.value in running else (running[0] if running else None)
         self._filling = True
@@ -162,7 +168,7 @@ class RecoveryExplorer:
             self._draw_blocks()
 
     def _draw_blocks(self) -> None:
-        engine, keep = self.engine, self.request.value
+        engine, keep = self._live_engine(), self.request.value
         pool = engine.scheduler.kv_cache_manager
         tables = {r: pool.get_block_ids(r) for r in pool.req_to_blocks}
         chosen = tables.get(keep, []) if keep else []
