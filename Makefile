@@ -1,14 +1,15 @@
 # The test loops (README "Tests"). Each target is the exact command; run it from the repository root in the venv.
-# Times measured on this repository's 2-core AMD EPYC dev machine, shared (load average ~12 at the time), with
-# /usr/bin/time -f "%e s wall %U+%S s cpu": CPU time is what a quiet laptop's wall time approaches.
-#   core       CPU ~4 s    wall ~15 s    scheduler, KV cache, rollback (fake runner), trace and metrics, the import
-#                                        graph, the loops themselves; no model and no torch import (a run of these
-#                                        paths fails if anything imports torch: tests/helpers/torch_free.py)
-#   fast       see the report  everything in tests/ but the `slow` tests; no notebooks
-#   notebooks  see the report  the chapter notebooks under strict nbval (chapters/conftest.py loads nbval)
-#   lint, types                ruff, mypy
-#   all        what .ci/run runs after the set-up (CI=true there: the hypothesis `ci` profile, 1,000 examples)
-# Hypothesis: the `dev` profile (100 examples per property) unless CI=true or --hypothesis-profile ci.
+# Measured on this repository's 2-core AMD EPYC dev machine, shared with other jobs, with
+# /usr/bin/time -f "%e s wall %U+%S s cpu" (CPU time is what a quiet machine's wall time approaches):
+#   core       3.3 s CPU, 3.9 s wall (load 6); 10 s CPU with CI=true. 141 tests: scheduler, KV cache, rollback
+#              (fake runner), config, trace and metrics, the import graph, the loops themselves. No model and no
+#              torch import: a run of these paths fails whatever imports torch (tests/helpers/torch_free.py).
+#              (--ignore test_rollback.py: its real-model cases load torch until they move to tests/engine.)
+#   fast       171 s CPU, 619 s wall (load 11-13): 822 passed, 11 skipped, 51 slow deselected; no notebooks.
+#   notebooks  the chapter notebooks under strict nbval (chapters/conftest.py loads nbval only for chapters/).
+#   lint       0.1 s CPU (ruff, cached).   types: 67 s CPU cold cache, 0.8 s warm (mypy).
+#   all        lint, types, then every test and notebook: what .ci/run runs (with CI=true: hypothesis `ci`).
+# Hypothesis: the `dev` profile (100 examples per property) unless CI=true or --hypothesis-profile ci (1,000).
 
 PYTEST = python -m pytest
 
