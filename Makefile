@@ -6,7 +6,7 @@
 #              torch import: a run of these paths fails whatever imports torch (tests/helpers/torch_free.py).
 #              (--ignore test_rollback.py: its real-model cases load torch until they move to tests/engine.)
 #   fast       171 s CPU, 619 s wall (load 11-13): 822 passed, 11 skipped, 51 slow deselected; no notebooks.
-#   notebooks  the chapter notebooks under strict nbval (chapters/conftest.py loads nbval only for chapters/).
+#   notebooks  184 s CPU, 197 s wall (load 2-9): 255 cells under strict nbval (chapters/conftest.py loads nbval).
 #   lint       0.1 s CPU (ruff, cached).   types: 67 s CPU cold cache, 0.8 s warm (mypy).
 #   all        lint, types, then every test and notebook: what .ci/run runs (with CI=true: hypothesis `ci`).
 # Hypothesis: the `dev` profile (100 examples per property) unless CI=true or --hypothesis-profile ci (1,000).
