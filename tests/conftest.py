@@ -1,4 +1,8 @@
 """Shared fixtures: tiny random Qwen2 / Llama / Mistral HF folders (saved to tmp) and smollm2, loaded once.
+Hypothesis profiles: ``dev`` (100 examples per property, the default) and ``ci`` (1,000), loaded when the
+environment has CI=true (.ci/run sets it); ``--hypothesis-profile ci`` (or ``dev``) on the command line wins.
+
+A run of the core loop's paths only (tests/helpers/torch_free.py) fails if anything in it imports torch.
 
 Nothing here imports torch: the fixtures import what they build with, so the pure-Python tests start fast.
 """
@@ -8,8 +12,20 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 pytest.register_assert_rewrite("tests.helpers")  # a failed assert in a helper shows its values
+
+settings.register_profile("dev", max_examples=100)
+settings.register_profile("ci", max_examples=1000)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.helpers.torch_free import TorchFreeGuard, torch_free_run
+
+    if torch_free_run(config):
+        config.pluginmanager.register(TorchFreeGuard(), "torch-free")
 
 
 @pytest.fixture(scope="session")

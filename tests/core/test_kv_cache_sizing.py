@@ -4,9 +4,9 @@ estimate_max_model_len, get_kv_cache_config, get_max_concurrency_for_kv_cache_co
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import pytest
-import torch
 
 from minivllm.config import EngineConfig
 from minivllm.core.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
@@ -18,11 +18,17 @@ from minivllm.core.kv_cache_sizing import (
     unify_kv_cache_configs,
 )
 
+# core/ is torch-free: a spec takes any dtype with an ``itemsize`` (a torch.dtype has one); these stand in for them.
+FLOAT32 = SimpleNamespace(itemsize=4, name="float32")
+FLOAT16 = SimpleNamespace(itemsize=2, name="float16")
+BFLOAT16 = SimpleNamespace(itemsize=2, name="bfloat16")
+
+
 # SmolLM2-135M's attention: 30 layers, 3 KV heads of 64, fp32 on a CPU.
 NUM_LAYERS, PAGE = 30, 2 * 16 * 3 * 64 * 4  # bytes of one 16-token block of one layer
 
 
-def smollm2_specs(block_size: int = 16, dtype: torch.dtype = torch.float32) -> dict[str, FullAttentionSpec]:
+def smollm2_specs(block_size: int = 16, dtype: object = FLOAT32) -> dict[str, FullAttentionSpec]:
     return {f"layers.{i}.self_attn": FullAttentionSpec(block_size, 3, 64, dtype) for i in range(NUM_LAYERS)}
 
 
@@ -31,13 +37,13 @@ def config(max_model_len: int = 2048, **kwargs) -> EngineConfig:
 
 
 def test_a_spec_counts_k_and_v_pages_of_its_dtype():
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=3, head_size=64, dtype=torch.bfloat16)
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=3, head_size=64, dtype=BFLOAT16)
     assert spec.page_size_bytes == 2 * 16 * 3 * 64 * 2
-    assert FullAttentionSpec(16, 3, 64, torch.bfloat16, use_mla=True).page_size_bytes == 16 * 3 * 64 * 2
+    assert FullAttentionSpec(16, 3, 64, BFLOAT16, use_mla=True).page_size_bytes == 16 * 3 * 64 * 2
     assert spec.type_id == f"full_attention_16_{spec.page_size_bytes}"
     assert spec.max_memory_usage_bytes(config(max_model_len=33)) == 3 * spec.page_size_bytes  # whole blocks
     with pytest.raises(ValueError, match="num_kv_heads must be an integer >= 1, got 0"):
-        FullAttentionSpec(16, 0, 64, torch.float32)
+        FullAttentionSpec(16, 0, 64, FLOAT32)
     with pytest.raises(ValueError, match="dtype must be a dtype with an itemsize"):
         FullAttentionSpec(16, 3, 64, "float32")
 
@@ -79,7 +85,7 @@ def test_kv_cache_config_refuses_too_little_memory_saying_what_fits():
 
 def test_kv_cache_config_refuses_layers_that_differ():
     specs = smollm2_specs()
-    specs["layers.29.self_attn"] = FullAttentionSpec(16, 6, 64, torch.float32)  # a different head count
+    specs["layers.29.self_attn"] = FullAttentionSpec(16, 6, 64, FLOAT32)  # a different head count
     with pytest.raises(ValueError, match="one full-attention KV-cache group.*got 2 kinds"):
         get_kv_cache_config(config(), specs, GiB_bytes)
 
@@ -91,7 +97,7 @@ def test_max_concurrency_counts_whole_blocks_per_request(max_model_len, want):
 
 
 def _layout(num_blocks: int, heads: tuple[int, int]) -> KVCacheConfig:
-    groups = [KVCacheGroupSpec([f"l{i}"], FullAttentionSpec(16, h, 64, torch.float16)) for i, h in enumerate(heads)]
+    groups = [KVCacheGroupSpec([f"l{i}"], FullAttentionSpec(16, h, 64, FLOAT16)) for i, h in enumerate(heads)]
     return KVCacheConfig(num_blocks, [KVCacheTensor(1, [f"l{i}"]) for i in range(2)], groups)
 
 

@@ -7,7 +7,6 @@ grammars and chunking on/off; the engine loop runs with the fake runner.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 from hypothesis import HealthCheck, event, given, settings
@@ -93,8 +92,7 @@ def check_invariants(s, out=None):
             assert r.status == RequestStatus.RUNNING
 
 
-@settings(
-    max_examples=int(os.environ.get("MINIVLLM_HYPOTHESIS_EXAMPLES", "1000")),
+@settings(  # max_examples from the profile (tests/conftest.py): dev 100, ci 1,000
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -122,6 +122,13 @@ def test_bad_dtype_lists_allowed(tiny_llama: str) -> None:
         load_model(tiny_llama, dtype=torch.float64)
 
 
+def test_the_configs_dtype_names_are_the_loaders() -> None:
+    """EngineConfig validates dtype without importing torch (minivllm/config.py): its names must stay these."""
+    from minivllm.config import DTYPE_NAMES
+
+    assert set(DTYPE_NAMES) == {"auto", *loader.DTYPES}
+
+
 def test_missing_weight_is_named(tiny_llama: str, tmp_path) -> None:
     from safetensors.torch import load_file, save_file
 
