@@ -62,9 +62,16 @@ def scheduling(url: str) -> dict:
 SIZED = "() => window.demo.scene !== null && !document.getElementById('send-rag').disabled"
 
 
-def max_prefill_step(url: str, last_steps: int = 400) -> int:
-    steps = httpx.get(f"{url}/admin/state", params={"last_steps": last_steps}).json()["steps"]
-    return max(s["prefill_tokens"] for s in steps)
+def latest_step(url: str) -> int:
+    steps = httpx.get(f"{url}/admin/state", params={"last_steps": 1}).json()["steps"]
+    return steps[-1]["step"] if steps else -1
+
+
+def max_prefill_step(url: str, since_step: int) -> int:
+    """The most prefill tokens of one step after step ``since_step`` (every step since: the window is the
+    steps taken, not a count of recent ones, which a fast machine could run past before the read)."""
+    steps = httpx.get(f"{url}/admin/state", params={"last_steps": 1000}).json()["steps"]
+    return max(s["prefill_tokens"] for s in steps if s["step"] > since_step)
 
 
 def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
@@ -84,19 +91,21 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         assert f"RAG prompt {rag} tokens" in page.inner_text("#scene") and "capped" in page.inner_text("#scene")
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
         before, image = points(page), page.eval_on_selector("#gap-chart", "c => c.toDataURL()")
+        since = latest_step(srv.base_url)
         page.click("#send-rag")
         page.wait_for_function(RAG_DONE, timeout=20_000)
-        assert max_prefill_step(srv.base_url, 40) >= rag - 16  # the whole prompt in one step (less a cached block)
+        assert max_prefill_step(srv.base_url, since) >= rag - 16  # the whole prompt in one step (less a cached block)
 
         page.click("#chunked")  # chunking on again, budget 32: the fix of §11.2
         page.wait_for_function("() => document.getElementById('chunked').checked")
         page.wait_for_timeout(200)
         assert scheduling(srv.base_url)["max_num_batched_tokens"] == 32
         assert scheduling(srv.base_url)["long_prefill_token_threshold"] == 16
+        since = latest_step(srv.base_url)
         page.click("#send-rag")
         page.wait_for_function(RAG_DONE, timeout=20_000)
         page.wait_for_timeout(300)
-        assert max_prefill_step(srv.base_url, last_steps=40) <= 32  # the RAG prompt's chunks: <= 16 each
+        assert max_prefill_step(srv.base_url, since) <= 32  # the RAG prompt's chunks: <= 16 each
         assert points(page) > before + 40
         assert page.eval_on_selector("#gap-chart", "c => c.toDataURL()") != image  # the chart redrew
         events = page.evaluate("() => window.demo.events.map((e) => e.label)")
