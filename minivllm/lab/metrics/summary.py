@@ -8,7 +8,9 @@ Definitions follow vLLM's ``benchmarks/benchmark_serving.py``
   with > 1 token; ITL = every gap between consecutive tokens of a request, all requests pooled;
   E2E = finish - arrival (completed requests); queue = first scheduled - arrival (scheduled requests).
 * Throughput counts completed (not aborted) requests over first arrival -> last finish.
-* A generation stall (Sarathi-Serve §1) is a gap above a threshold: 5 x the median ITL unless given.
+* A generation stall (Sarathi-Serve §1) is a gap above a threshold: ``STALL_FACTOR`` (5) x the run's median
+  ITL unless given. This is the one stall definition of the lab (chapters/glossary.md); the Gantt
+  (``viz/figures/gantt.py``) applies the same factor to a decode step against the run's median step.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from minivllm.metrics.stats import percentile, prefix_cache_tokens
 from minivllm.metrics.trace import EngineTrace, RequestRecord
 
 STATS = ("p50", "p95", "p99", "max", "mean")
+STALL_FACTOR = 5.0  # a stall: an inter-token gap > 5x the run's median ITL (in a Gantt: a step > 5x the median step)
 
 
 @dataclass
@@ -86,10 +89,10 @@ def itl_gaps(trace: EngineTrace) -> list[float]:
 
 
 def generation_stalls(trace: EngineTrace, threshold: float | None = None) -> Stalls:
-    """Gaps above ``threshold`` seconds (default: 5 x the median ITL; no stalls when there is no gap)."""
+    """Gaps above ``threshold`` seconds (default: STALL_FACTOR x the median ITL; no stalls when there is no gap)."""
     if threshold is None:
         median = percentile(itl_gaps(trace), 50)
-        threshold = math.inf if math.isnan(median) else 5.0 * median
+        threshold = math.inf if math.isnan(median) else STALL_FACTOR * median
     stalls = Stalls(threshold)
     for rec in trace.requests.values():
         gaps = [g for g in rec.itls if g > threshold]

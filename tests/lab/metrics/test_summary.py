@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from minivllm.lab.metrics.summary import (
+    STALL_FACTOR,
     Distribution,
     generation_stalls,
     step_series,
@@ -70,6 +71,7 @@ def test_generation_stalls_default_and_given_threshold():
     assert list(given.per_request) == ["A"]
     empty = generation_stalls(EngineTrace())
     assert empty.threshold == math.inf and empty.count == 0 and empty.worst_gap == 0.0
+    assert STALL_FACTOR == 5.0 and default.threshold == pytest.approx(STALL_FACTOR * 0.2)  # the glossary's stall
 
 
 def test_step_series_by_hand():

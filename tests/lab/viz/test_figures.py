@@ -7,12 +7,14 @@ import math
 import pytest
 from numpy.testing import assert_allclose
 
+from minivllm.lab.metrics.summary import STALL_FACTOR
 from minivllm.lab.sim.run import run_workload
 from minivllm.lab.viz import figures as F
 from minivllm.lab.viz.figures.blocks import CATEGORIES, category
 from minivllm.lab.viz.figures.gantt import BARS, LABELS, median_step
 from minivllm.lab.viz.figures.theme import OKABE_ITO
-from minivllm.metrics.trace import EngineTrace
+from minivllm.metrics.trace import EngineTrace, RequestRecord
+from tests.helpers.traces import step
 from tests.helpers.viz import make_engine, requests
 
 
@@ -39,14 +41,30 @@ def test_gantt_bars_equal_the_segments(hand_trace):
 
 
 def test_gantt_marks_stalled_decode_steps():
-    engine = make_engine(budget=256)
-    run_workload(engine, requests([("chat", 8, 30, 0.0), ("long", 240, 2, 0.05)]))
+    engine = make_engine(budget=512)
+    run_workload(engine, requests([("chat", 8, 30, 0.0), ("long", 480, 2, 0.05)]))  # that step: 5.8x the median
     t = engine.trace
     fig = F.latency_gantt(t)
     stalled = bars(fig, LABELS["stalled"])
-    threshold = 3 * median_step(t) * 1e3
-    assert len(stalled.x) >= 1 and min(stalled.x) > threshold  # the step that ran the 240-token prompt
+    threshold = STALL_FACTOR * median_step(t) * 1e3
+    assert len(stalled.x) >= 1 and min(stalled.x) > threshold  # the step that ran the 480-token prompt
     assert all(x <= threshold for x in bars(fig, "decode step").x)
+
+
+def test_gantt_stall_is_the_glossary_stall():
+    """One definition (chapters/glossary.md): a decode step > 5x the run's median step; 4x is not a stall."""
+    assert STALL_FACTOR == 5.0 and "5x median step" in LABELS["stalled"]
+    t = EngineTrace()
+    durations = [1.0, 1.0, 1.0, 1.0, 4.0, 1.0, 6.0, 1.0]  # median 1.0: the 4 s step is 4x, the 6 s step 6x
+    ends = [sum(durations[: i + 1]) for i in range(len(durations))]
+    t.requests = {"a": RequestRecord("a", 0.0, 8, 0.0, ends, ends[-1], "length")}
+    t.steps = [
+        step(i, end - d, end, prefill={"a": 8} if i == 0 else None, decode=None if i == 0 else {"a": 1})
+        for i, (d, end) in enumerate(zip(durations, ends))
+    ]
+    fig = F.latency_gantt(t)
+    assert list(bars(fig, LABELS["stalled"]).x) == [6000.0]
+    assert 4000.0 in list(bars(fig, "decode step").x)
 
 
 def test_gantt_compare_shares_rows_and_time_axis(scene_trace):

@@ -19,12 +19,12 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from minivllm.lab.metrics.summary import STALL_FACTOR  # the lab's one stall definition (5x the median)
 from minivllm.lab.viz.figures.theme import COLOURS, FONT_COLOUR, message_figure, style
 from minivllm.lab.viz.figures.timeline import request_order, request_segments
 from minivllm.metrics.trace import EngineTrace
 
 MS = 1e3  # the figures speak milliseconds; traces keep seconds
-STALL_FACTOR = 3.0
 BARS = ("queued", "prefill", "decode", "stalled", "preempted")
 LABELS = {
     "queued": "queued",
