@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.lab.exercises.common import check_cases
+from minivllm.lab.exercises.common import check_cases, last_token_rule_hint
 from minivllm.lab.testbench import run_steps
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -35,7 +35,12 @@ def engine_hit_tokens(prompt_len: int, shared_len: int, block_size: int) -> int:
 
 def check_exercise_1(student: Callable[[int, int, int], int]) -> None:
     cases = [(100, 40, 16), (64, 64, 16), (65, 64, 16), (113, 100, 16), (10, 10, 16), (32, 20, 8), (48, 48, 16)]
-    check_cases("Exercise 1", student, [(args, engine_hit_tokens(*args)) for args in cases])
+    check_cases("Exercise 1", student, [(args, engine_hit_tokens(*args)) for args in cases], hint=_hint_1)
+
+
+def _hint_1(args: tuple, expected: int, got: object) -> str | None:
+    prompt_len, shared_len, block_size = args
+    return last_token_rule_hint(got, shared_len // block_size * block_size, expected)  # full shared blocks
 
 
 def engine_free_queue(num_gpu_blocks: int, prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]:

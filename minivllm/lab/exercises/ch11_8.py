@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
-from minivllm.lab.exercises.common import check_cases
+from minivllm.lab.exercises.common import check_cases, last_token_rule_hint
 from minivllm.lab.testbench import run_steps, step
 from minivllm.request import Request
 from minivllm.sampling_params import SamplingParams
@@ -37,7 +37,12 @@ def tokens_billed(prompt_len: int, shared_len: int, block_size: int) -> int:
 
 def check_exercise_1(student: Callable[[int, int, int], int]) -> None:
     cases = [(100, 70, 16), (84, 71, 16), (64, 64, 16), (65, 64, 16), (40, 10, 16), (300, 256, 32)]
-    check_cases("Exercise 1", student, [(c, tokens_billed(*c)) for c in cases])
+    check_cases("Exercise 1", student, [(c, tokens_billed(*c)) for c in cases], hint=_hint_1)
+
+
+def _hint_1(args: tuple, expected: int, got: object) -> str | None:
+    prompt_len, shared_len, block_size = args
+    return last_token_rule_hint(got, prompt_len - shared_len // block_size * block_size, expected)
 
 
 def chunk_beside_drafts(budget: int, num_decodes: int, num_drafts: int) -> int:

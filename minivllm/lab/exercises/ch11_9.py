@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from minivllm.lab.exercises.common import Hint, hint_text, last_token_rule_hint
 from minivllm.lab.testbench import make_request, make_scheduler, run_steps, step
 from minivllm.worker.fake_runner import FakeModelRunner
 
@@ -42,13 +43,18 @@ def _call(name: str, student: Callable[..., Any], args: tuple, returns: str) -> 
     return True, got
 
 
-def _check_ints(name: str, student: Callable[..., Any], cases: Iterable[tuple[tuple, int]], returns: str) -> bool:
+def _check_ints(
+    name: str, student: Callable[..., Any], cases: Iterable[tuple[tuple, int]], returns: str, hint: Hint | None = None
+) -> bool:
     for args, expected in cases:
         ok, got = _call(name, student, args, returns)
         if not ok:
             return False
         if got != expected:
-            print(f"{name}: not yet — for ({', '.join(map(_show, args))}) expected {expected}, got {_show(got)}")
+            advice = hint_text(hint(args, expected, got) if hint is not None else None)
+            print(
+                f"{name}: not yet — for ({', '.join(map(_show, args))}) expected {expected}, got {_show(got)}{advice}"
+            )
             return False
     print(f"{name}: correct!")
     return True
@@ -117,7 +123,18 @@ def kv_tokens_read(prompt_len: int, chunk: int) -> int:
 
 def check_exercise_2(student: Callable[[int, int], int]) -> None:
     cases = [(2048, 512), (100, 32), (64, 64), (65, 64), (1000, 7), (4096, 128)]
-    _check_ints("Exercise 2", student, [(c, kv_tokens_read(*c)) for c in cases], "the number of tokens")
+    _check_ints("Exercise 2", student, [(c, kv_tokens_read(*c)) for c in cases], "the number of tokens", _hint_2)
+
+
+def _hint_2(args: tuple, expected: int, got: object) -> str | None:
+    """P²/(2c) is the area under the staircase, not the staircase: recognise it (however it was rounded)."""
+    prompt_len, chunk = args
+    if isinstance(got, (int, float)) and abs(got - prompt_len**2 / (2 * chunk)) <= 1:
+        return (
+            "P²/(2c) is the large-prompt approximation. Count the steps instead: the k-th chunk (k = 0, 1, ...) "
+            "reads the k·c tokens before it, and the last chunk may be shorter than c."
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- exercise 3
@@ -165,4 +182,9 @@ def exercise_3_cases() -> list[tuple[tuple[int, int, int], int]]:
 
 
 def check_exercise_3(student: Callable[[int, int, int], int]) -> None:
-    _check_ints("Exercise 3", student, exercise_3_cases(), "the number of tokens")
+    _check_ints("Exercise 3", student, exercise_3_cases(), "the number of tokens", _hint_3)
+
+
+def _hint_3(args: tuple, expected: int, got: object) -> str | None:
+    num_tokens, num_computed, block_size = args
+    return last_token_rule_hint(got, num_computed // block_size * block_size, expected)

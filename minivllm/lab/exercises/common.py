@@ -25,9 +25,15 @@ def show(value: Any) -> str:
     return repr(rounded(value))
 
 
-def check_cases(name: str, student: Callable[..., Any], cases: Iterable[tuple[tuple, Any]]) -> bool:
-    """Call ``student(*args)`` for each case; print "Correct" or the first case that differs. Never raises
-    on a wrong or unfinished answer (an exercise stub returns None), so notebooks always run."""
+Hint = Callable[[tuple, Any, Any], str | None]  # (args, expected, got) -> a hint for a typical wrong answer, or None
+
+
+def check_cases(
+    name: str, student: Callable[..., Any], cases: Iterable[tuple[tuple, Any]], hint: Hint | None = None
+) -> bool:
+    """Call ``student(*args)`` for each case; print "Correct" or the first case that differs (with ``hint``'s
+    advice when it recognises the mistake). Never raises on a wrong or unfinished answer (an exercise stub
+    returns None), so notebooks always run."""
     for args, expected in cases:
         try:
             got = student(*args)
@@ -36,7 +42,24 @@ def check_cases(name: str, student: Callable[..., Any], cases: Iterable[tuple[tu
             return False
         if got != expected:
             shown = ", ".join(map(show, args))
-            print(f"{name}: not yet — for ({shown}) expected {show(expected)}, got {show(got)}")
+            advice = hint(args, expected, got) if hint is not None else None
+            print(f"{name}: not yet — for ({shown}) expected {show(expected)}, got {show(got)}{hint_text(advice)}")
             return False
     print(f"{name}: correct!")
     return True
+
+
+def hint_text(advice: str | None) -> str:
+    return f"\n  Hint: {advice}" if advice else ""
+
+
+LAST_TOKEN_RULE = (
+    "the last-token rule: a prefix-cache hit never covers a prompt's last token (the step must compute it to get "
+    "the logits to sample from), so when every full block of the prompt is cached the hit is one block short "
+    "(vLLM's KVCacheManager.get_computed_blocks looks up num_tokens - 1 tokens)."
+)
+
+
+def last_token_rule_hint(got: Any, ignoring_the_rule: int, expected: Any) -> str | None:
+    """The last-token-rule hint when ``got`` is the answer that ignores the rule (and that answer is wrong)."""
+    return LAST_TOKEN_RULE if got == ignoring_the_rule != expected else None
