@@ -16,7 +16,9 @@ import pytest
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
 GLOSSARY = (CHAPTERS / "glossary.md").read_text().strip()
 STUDENT = sorted(
-    p for p in CHAPTERS.glob("ch11_chunked_prefill/11_*.ipynb") if "solutions" not in p.name and "instructor" not in p.name
+    p
+    for p in CHAPTERS.glob("ch11_chunked_prefill/11_*.ipynb")
+    if "solutions" not in p.name and "instructor" not in p.name
 )
 LIMITS = {"11_7": 1800, "11_9": 1800}  # words of prose; every other student notebook: 2000
 HISTORY = re.compile(r"\bissue\s*#?\d+|\bwas \d+(\.\d+)?\s*%", re.IGNORECASE)
