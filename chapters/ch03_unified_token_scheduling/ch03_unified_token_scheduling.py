@@ -13,7 +13,7 @@
 # ---
 
 # %% [markdown]
-# # Chapter 3 · Unified token scheduling · 统一的令牌调度
+# # Chapter 3 · Unified token scheduling · 统一的 token 调度
 #
 # - A request is a list of tokens and **one integer**: `num_computed_tokens`.
 # - Each step the scheduler hands out a **token budget** (`max_num_batched_tokens`); a request's share
@@ -93,7 +93,7 @@ print(demo(max_num_batched_tokens=64))
 print(demo(max_num_batched_tokens=256, enable_chunked_prefill=False))
 
 # %% [markdown]
-# ## 3.3 Prefill vs decode cost per token · 预填充与解码的每令牌成本
+# ## 3.3 Prefill vs decode cost per token · 预填充与解码的每 token 成本
 #
 # - Now the real model (SmolLM2-135M on this CPU).
 # - One step with a 256-token prompt chunk, then single-token decode steps, timed by the engine.

@@ -272,7 +272,7 @@ print(app.state()["blocks"])
 # block 1: how many requests hold it now?
 
 # %% [markdown]
-# ## 5.5 The last-token rule · 最后一个令牌规则
+# ## 5.5 The last-token rule · 最后一个 token 规则
 #
 # - A hit may never cover a prompt's **last** token: the step must compute it to get the logits the
 #   next token is sampled from.
