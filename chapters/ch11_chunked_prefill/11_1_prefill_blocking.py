@@ -22,6 +22,18 @@
 # - We measure the freeze on the real model (SmolLM2-135M on this CPU), then replay the same scene at GPU
 #   scale in the simulator, where the numbers are deterministic.
 
+# %% [markdown]
+# **Words used in these notebooks** (the same in every ch. 11 notebook)
+#
+# | term | meaning here |
+# |---|---|
+# | **TTFT** | time to first token: from a request's arrival to its first output token |
+# | **TPOT** | time per output token: (last token time − first token time) / (output tokens − 1), one number per request |
+# | **ITL** | inter-token latency: each gap between two consecutive output tokens of one request (many per request) |
+# | **stall** | an inter-token gap longer than 5× the run's median ITL; in a Gantt, a decode step longer than 5× the median step |
+# | **goodput** | output tokens per second counting only the requests whose TPOT meets the SLO (e.g. ≤ 100 ms) |
+# | **budget** | the token budget `max_num_batched_tokens`: the most tokens one engine step may schedule, prefill and decode together |
+
 # %%
 import torch
 
@@ -47,8 +59,8 @@ MAX_MODEL_LEN = 2048
 #
 # - The book's complaint: "所有正在说话的助手同时停顿，然后又恢复" (every assistant that is talking
 #   pauses at the same moment, then carries on). We stage it and measure the pause.
-# - `run_scene` (from `minivllm.lab.cli.demo`): 4 chats start; after 4 steps a 1,531-token prompt lands (a
-#   document cut to `LONG_TOKENS - 16` = 1,520 tokens, then an 11-token instruction); greedy.
+# - `run_scene` (from `minivllm.lab.cli.demo`): 4 chats start; after `ARRIVE_AFTER` steps a long prompt lands
+#   (a document cut to `LONG_TOKENS - 16` tokens, then a short instruction; its length is printed below); greedy.
 # - Run 1, **no chunking**: `enable_chunked_prefill=False` and a budget of `max_model_len` tokens, so a
 #   prompt runs whole, in one step, with the chats' decodes in the same step. (This is V1 with chunking
 #   off, not V0: V0's default scheduler ran a prompt in a step of its own, see §11.2.3.)
@@ -96,10 +108,9 @@ print("worst chat gap without chunking is at least 3x the chunked one:", off["it
 #   request in it).
 # - An engine step is one forward pass over every scheduled token; each running chat gets its next token
 #   only when the step ends.
-# - Without chunking the long prompt's 1,531 tokens and the 4 chats' decode tokens share one step, so the
-#   chats wait for the whole prompt.
-# - With chunking the decodes go first and the prompt fills what is left of the budget: 124 tokens per
-#   step.
+# - Without chunking the whole long prompt and the 4 chats' decode tokens share one step, so the chats wait
+#   for the whole prompt.
+# - With chunking the decodes go first and the prompt fills what is left of the budget.
 
 # %%
 def step_rows(trace, first, last):
@@ -117,7 +128,7 @@ long_chunks = [s.prefill_tokens["long"] for s in trace_on.steps if "long" in s.p
 print(f"chunks of the long prompt with budget {BUDGET}: {long_chunks} ({len(long_chunks)} steps)")
 
 # %% [markdown]
-# - Step durations in the same window (wall clock): the step with 1,535 tokens is the freeze.
+# - Step durations in the same window (wall clock): the step with the whole prompt is the freeze.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -129,7 +140,7 @@ for label, (_, trace) in runs.items():
 # ### 11.1.3 A latency spike · 一个延迟尖峰示意
 #
 # - One row per request, both runs on one time axis (ms): orange = prefill chunk, blue = decode step,
-#   purple = a decode step longer than 3x the run's median step (a stall).
+#   purple = a stall (glossary: a decode step longer than 5× the run's median step).
 # - Left: the wide column in which all four chats stall together. Right: many narrow columns; the
 #   chats keep streaming while the prompt is prefilled.
 
@@ -142,7 +153,8 @@ fig
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from minivllm.lab.viz.figures.gantt import STALL_FACTOR, median_step
+from minivllm.lab.metrics.summary import STALL_FACTOR
+from minivllm.lab.viz.figures.gantt import median_step
 
 for label, trace in real_traces.items():
     med = median_step(trace)
@@ -175,6 +187,8 @@ def book_table(off, trace_off, on, trace_on):
 from minivllm.lab.metrics.summary import summarize
 
 book_table(off, trace_off, on, trace_on)
+print("with chunking: worst gap lower", on["itl_max"] < off["itl_max"], "| p99 lower", on["itl_p99"] < off["itl_p99"],
+      "| long TTFT higher", on["ttft_long"] > off["ttft_long"])
 
 # %%
 biggest = {label: max(s.num_scheduled_tokens for s in trace.steps) for label, (_, trace) in runs.items()}
@@ -183,43 +197,52 @@ print(f"with chunking no step holds more than the budget of {BUDGET} tokens:",
       biggest[f"chunked, budget {BUDGET}"] <= BUDGET)
 
 # %% [markdown]
-# - The book's rows hold here: the worst gap is "被 chunk 上限限制" (bounded by the chunk), the p99 is
-#   smoother, the new request's TTFT rises. By how much it rises is §11.2.4: far more than "略增"
-#   (slightly) when the budget is small.
+# - The book's rows, checked on this run (wall clock): the worst gap is "被 chunk 上限限制" (bounded by the
+#   chunk), the p99 is smoother, the new request's TTFT rises. By how much it rises is §11.2.4.
 # - The book's conclusion: "目标不是让每个请求都更快，而是把长尾延迟平滑化" (the goal is not to make every
 #   request faster but to flatten the tail).
 #
 # ### 11.1.5 The trade-off as users feel it · 心理学层面的权衡
 #
 # - The book's three points, each as a number from the same two runs: stable latency (the spread of the
-#   chats' gaps), a spike (worst gap against the typical one) and the crowd effect (how many chats stall
-#   in the same step).
+#   chats' gaps), a spike (worst gap against the median one) and the crowd effect: the most chats that
+#   stall (glossary: a gap over 5× the run's median ITL) at the same moment.
 
 # %%
+from collections import Counter
+
+from minivllm.lab.metrics.summary import generation_stalls
+
+
 def feel(trace):
+    """Spread and spike of the chats' gaps; the crowd: the most chats whose stalls end at one moment."""
     chats = [trace.requests[f"chat{i}"] for i in range(4)]
-    gaps = [g for r in chats for g in r.itls]
+    gaps = sorted(g for r in chats for g in r.itls)
     mean = sum(gaps) / len(gaps)
     spread = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5 / mean
-    worst_ends = {r.token_times[1 + r.itls.index(max(r.itls))] for r in chats}  # when each chat's worst gap ended
-    return spread, max(gaps) / sorted(gaps)[len(gaps) // 2], len(chats), len(worst_ends)
+    threshold = generation_stalls(trace).threshold  # STALL_FACTOR x the run's median ITL
+    ends = Counter(r.token_times[i + 1] for r in chats for i, gap in enumerate(r.itls) if gap > threshold)
+    return spread, gaps[-1] / gaps[len(gaps) // 2], max(ends.values(), default=0), len(ends)
 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 for label, (_, trace) in runs.items():
-    spread, spike, n, ends = feel(trace)
+    spread, spike, crowd, moments = feel(trace)
     print(f"{label:20} gap spread (std/mean) {spread:.2f}; worst gap = {spike:.1f}x the median gap; "
-          f"the {n} chats' worst gaps end at {ends} distinct moment(s)")
+          f"stalls at {moments} moment(s), at most {crowd} of the 4 chats at once")
 
 # %%
-print("without chunking the 4 chats' worst gaps all end in the same step:", feel(trace_off)[3] == 1)
+crowd = {label: feel(trace)[2] for label, (_, trace) in runs.items()}
+print("most chats stalled at one moment:", crowd)
+print("the crowd effect is there without chunking and gone with it:",
+      crowd["no chunking"] == 4 and crowd[f"chunked, budget {BUDGET}"] == 0)
 
 # %% [markdown]
 # - "稳定的延迟——用户会适应" (a steady latency, users adapt to): the chunked run's gaps are longer than a
-#   pure decode step but even. "尖峰感知" (spikes are what people notice): without chunking the worst gap
-#   is tens of median gaps. "群体效应" (the crowd effect): without chunking every chat stalls in the same
-#   step, so the whole service seems to hiccup at once, the complaint of §11.1.1.
+#   pure decode step but even (the spread). "尖峰感知" (spikes are what people notice): the spike column.
+#   "群体效应" (the crowd effect): a stall that hits every chat at one moment makes the whole service seem
+#   to hiccup at once, the complaint of §11.1.1; the check above says in which run it happens.
 
 # %% [markdown]
 # ## 11.2 Background: SARATHI-Serve's key contribution · 学术背景：SARATHI-Serve 的关键贡献
@@ -263,18 +286,29 @@ chunk = [(BUDGET - 4, 0)]  # the first chunk of the long prompt
 shapes = {"4 decodes alone": decodes, f"{BUDGET - 4}-token chunk alone": chunk,
           f"{BUDGET - 4}-token chunk + 4 decodes": chunk + decodes}
 ms = {name: 1e3 * a100.step_time(shape) for name, shape in shapes.items()}
-for name, t in ms.items():
-    print(f"{name:28} {t:6.2f} ms")
+for name, shape in shapes.items():  # CostModel.terms: the simulator's price of a step, term by term
+    split = " + ".join(f"{term} {sec * 1e3:.2f}" for term, sec in a100.terms(shape).items())
+    print(f"{name:28} {ms[name]:6.2f} ms = {split} ms")
 alone = ms["4 decodes alone"] / 4
 riding = (ms[f"{BUDGET - 4}-token chunk + 4 decodes"] - ms[f"{BUDGET - 4}-token chunk alone"]) / 4
 print(f"one decode token: {alone:.2f} ms in its own step, {riding:.3f} ms extra when it rides on the chunk "
       f"({alone / riding:.0f}x cheaper)")
 
 # %% [markdown]
-# - A decode step alone is almost all fixed cost: the per-step overhead and reading the 7B weights
-#   (`overhead_s`, and `per_token_s` x `ridge_tokens` below the ridge point).
-# - A chunk already pays that cost; 4 more tokens in the same matrix multiplies add only their own FLOPs
-#   and their attention.
+# - Why, from the terms: the linear layers read the 7B weights once per step, and on this GPU that read
+#   costs the same for 1 token as for a few (a memory-bound step; the measured table
+#   `CostModel.profiled_linear`). The chunk pays the read anyway, so the riding decodes add only their
+#   share of host work, attention and KV reads:
+
+# %%
+base_terms, both_terms = a100.terms(chunk), a100.terms(chunk + decodes)
+linear = {n: a100.profiled_linear(n) * 1e3 for n in (1, 4, BUDGET - 4, BUDGET)}
+alone_terms = a100.terms(decodes)
+print(f"4 decodes alone: the linear layers are {alone_terms['linear'] / sum(alone_terms.values()):.0%} of the step;"
+      f" linear layers for 1 token {linear[1]:.2f} ms, for 4 tokens {linear[4]:.2f} ms")
+print(f"linear layers for {BUDGET - 4} tokens {linear[BUDGET - 4]:.2f} ms, for {BUDGET} {linear[BUDGET]:.2f} ms")
+print("the 4 decodes add to the chunk's step: " + ", ".join(
+    f"{term} {(both_terms[term] - base_terms[term]) * 1e3:+.3f} ms" for term in base_terms))
 
 # %% [markdown]
 # ### 11.2.2 The same scene at GPU scale · GPU 规模下的同一场景
@@ -364,15 +398,25 @@ fig = gantt_compare({way: trace for way, (_, trace) in three.items()},
 fig
 
 # %% [markdown]
-# - Prefill-only steps: the prompt's step carries no decode at all, so every chat misses it. The worst gap
-#   (119.1 ms) is the prompt's step plus the decode step after it; the long prompt starts at once, and its
-#   TTFT is the lowest of the three, by a hair.
-# - Whole prompt mixed: the chats ride in the prompt's step, which saves them that one decode step (108.3 ms),
-#   but the step still lasts as long as the whole prompt. That gap is the book's "TPOT 爆炸": ten times the
-#   10.8 ms of a decode step, once per arriving prompt.
-# - Chunked + mixed: no step is longer than the budget allows, so no gap is (15.5 ms). The long prompt's
-#   TTFT pays for it (1.73x, §11.2.4). Output throughput differs by at most 6% among the three: the three
-#   ways move the same work around (the chunked one is a little ahead: its mixed steps share a weight read).
+# - Prefill-only steps: the prompt's step carries no decode, so every chat misses it and waits for the
+#   decode step after it too. Whole prompt mixed: the chats ride in the prompt's step, but it lasts as long
+#   as the whole prompt: the book's "TPOT 爆炸". Chunked + mixed: no step is longer than the budget
+#   allows; the long prompt's TTFT pays for it. Each claim, computed:
+
+# %%
+(r_v0, _), (r_whole, _), (r_chunk, _) = three.values()
+decode_step = r_whole["itl_p50"]
+print(f"prefill-only: worst gap {r_v0['itl_max'] * 1e3:.1f} ms = the mixed run's {r_whole['itl_max'] * 1e3:.1f} ms + "
+      f"{(r_v0['itl_max'] - r_whole['itl_max']) * 1e3:.1f} ms (one decode step is {decode_step * 1e3:.1f} ms)")
+print(f"whole prompt mixed: worst gap {r_whole['itl_max'] / decode_step:.0f}x a decode step")
+print(f"chunked: worst gap {r_chunk['itl_max'] * 1e3:.1f} ms, long TTFT {r_chunk['ttft_long'] / r_whole['ttft_long']:.2f}x")
+tput = {way: summarize(trace).output_throughput for way, (_, trace) in three.items()}
+print(f"output throughput: highest/lowest {max(tput.values()) / min(tput.values()):.3f}, highest: {max(tput, key=tput.get)}")
+print(f"lowest long TTFT: {min(three, key=lambda way: three[way][0]['ttft_long'])}")
+
+# %% [markdown]
+# - The three ways move the same work around, so output throughput barely differs (the chunked one shares
+#   weight reads in its mixed steps).
 # - The most-asked question about small engines, "why do decodes stall when a new prompt arrives?", is
 #   row 1: a prefill-first scheduler stops every decode for the length of every new prompt.
 # - The same three on the real model (wall clock; the two V1 runs are §11.1's):
@@ -396,22 +440,25 @@ for way, (r, trace) in real_three.items():
 # ### 11.2.4 The price: TTFT against the budget · 代价：TTFT 与预算
 #
 # - Chunking is not free for the long request: its time to first token grows as the budget shrinks.
-#   - every chunk pays the per-step overhead again;
+#   - every chunk pays the host work and the read of the weights (the linear layers' floor) again;
 #   - every chunk re-reads the KV cache of the chunks before it (attention over the earlier chunks).
 # - The budget trades the chats' worst gap (small budget is better) against the long prompt's TTFT
 #   (large budget is better). §11.7 sweeps it.
 
 # %%
 base = sim[None][0]["ttft_long"]
+rise = {budget: r["ttft_long"] / base for budget, (r, _) in sim.items() if budget}
 for budget, (r, _) in sim.items():
     if budget:
-        print(f"budget {budget:>4}: long TTFT {r['ttft_long'] * 1e3:6.1f} ms ({r['ttft_long'] / base:.2f}x the "
+        print(f"budget {budget:>4}: long TTFT {r['ttft_long'] * 1e3:6.1f} ms ({rise[budget]:.2f}x the "
               f"unchunked {base * 1e3:.1f} ms), chat worst gap {r['itl_max'] * 1e3:5.1f} ms")
+print(f"budgets whose TTFT rise is under 10% ('slightly'): {[b for b, x in rise.items() if x < 1.1]}; "
+      f"at budget {min(rise)} it is {rise[min(rise)]:.1f}x")
 
 # %% [markdown]
 # - §11.1.4's table says the new request's TTFT "可能因为分多步略增" (may rise slightly, because it takes
-#   several steps). In this scene it rises by 9% at a budget of 1,024 and 2.7x at 64: "slightly" holds for
-#   budgets near the prompt's length, not for small ones. The rise is the price, and the budget sets it.
+#   several steps). The line above says for which budgets "slightly" holds: those near the prompt's length,
+#   not the small ones. The rise is the price, and the budget sets it.
 # - The same comparison for the real CPU run of §11.1.1 (wall clock):
 
 # %%
