@@ -13,7 +13,7 @@
 # ---
 
 # %% [markdown]
-# # Chapter 11.3-11.4 · The token budget and one scheduling path · 令牌预算与统一调度路径
+# # Chapter 11.3-11.4 · The token budget and one scheduling path · token 预算与统一调度路径
 #
 # - §11.3: each step has a **token budget** (`max_num_batched_tokens`); we replay a small run step by step
 #   and see how decodes and prefill chunks share it. §11.3.1: vLLM V1 has **one** scheduling path, no
@@ -23,6 +23,18 @@
 #   (§11.4.4).
 # - The small runs use the real Scheduler on the simulator (virtual clock, deterministic); §11.4.4 runs the
 #   real model.
+
+# %% [markdown]
+# **Words used in these notebooks** (the same in every ch. 11 notebook)
+#
+# | term | meaning here |
+# |---|---|
+# | **TTFT** | time to first token: from a request's arrival to its first output token |
+# | **TPOT** | time per output token: (last token time − first token time) / (output tokens − 1), one number per request |
+# | **ITL** | inter-token latency: each gap between two consecutive output tokens of one request (many per request) |
+# | **stall** | an inter-token gap longer than 5× the run's median ITL; in a Gantt, a decode step longer than 5× the median step |
+# | **goodput** | output tokens per second counting only the requests whose TPOT meets the SLO (e.g. ≤ 100 ms) |
+# | **budget** | the token budget `max_num_batched_tokens`: the most tokens one engine step may schedule, prefill and decode together |
 
 # %%
 from minivllm.config import EngineConfig
@@ -88,14 +100,32 @@ for k in range(len(trace.steps)):
     print(app.summary())
 
 # %% [markdown]
-# **Try this:** press Play, or drag the slider to step 5: doc0's last chunk (17 tokens) and doc1's first
-# chunk share one step. Then display `StepPlayer(run_small(budget=32)[0].trace).ui`: how many steps does
-# doc0's prompt take now, and why 7 rather than 200 / 32?
-
-# %% [markdown]
-# - Steps 2-4: the three decodes take 3 tokens, doc0 takes the other 61; doc1 arrived too but waits.
-# - Step 5: doc0 needs only 17 more; doc1 is admitted and takes the 44 left over (and 46 in step 6).
+# - Steps 2-4: the three decodes take one token each, doc0 takes the rest of the budget; doc1 arrived too
+#   but waits behind it.
+# - Step 5: doc0 needs less than the rest; doc1 is admitted and takes what is left over.
 # - When a document finishes its prompt it samples a token and joins the decodes.
+#
+# **Try this:** press Play, or drag the slider to step 5, where doc0's last chunk and doc1's first chunk
+# share one step. Then guess: with a budget of 24 tokens, in how many steps does doc0's 200-token prompt
+# get its tokens? 200 / 24 rounded up says 9. The engine:
+
+# %%
+def doc0_steps(budget):
+    """The steps of a run with ``budget`` that gave doc0 prompt tokens."""
+    return [s for s in run_small(budget=budget)[0].trace.steps if "doc0" in s.prefill_tokens]
+
+
+TRY, doc0_len = 24, PROMPTS["doc0"]
+steps24 = doc0_steps(TRY)
+naive = -(-doc0_len // TRY)
+print(f"budget {TRY}: the naive guess is {naive} steps; the engine took {len(steps24)}, the guess was right:",
+      naive == len(steps24))
+print("doc0's chunks:", [s.prefill_tokens["doc0"] for s in steps24])
+print("decodes in those steps:", [len(s.decode_tokens) for s in steps24])
+left = TRY - max(len(s.decode_tokens) for s in steps24)
+print(f"the decodes go first, so doc0 gets {left} of the {TRY}: {doc0_len} / {left} rounded up is "
+      f"{-(-doc0_len // left)} steps; the engine agrees:", -(-doc0_len // left) == len(steps24))
+print("budget 32 hides it: naive", -(-doc0_len // 32), "steps, the engine", len(doc0_steps(32)))
 
 # %% [markdown]
 # ### The chunk schedule · 分块调度图
@@ -120,13 +150,27 @@ print(f"full steps: {sum(u == 64 for u in used)} of {len(used)}; "
       f"the budget is filled whenever a prompt is waiting or unfinished")
 
 # %% [markdown]
-# - What each step cost (simulated A100): a full 64-token step costs barely more than a 3-token decode step.
-#   Both are below the ridge point, where reading the weights dominates, so a small budget is nearly free
-#   for the decodes; §11.2 showed the cost once a step holds hundreds of tokens.
+# - What each step cost (simulated A100), split into the terms the simulator adds up (`CostModel.terms`:
+#   host work, the linear layers from a measured table, attention, KV reads):
 
 # %%
-for s in trace.steps[:7]:
-    print(f"step {s.step}: {s.num_scheduled_tokens:>2} tokens, {s.duration * 1e3:5.2f} ms (simulated)")
+from minivllm.lab.sim.cost_model import shapes_from_steps
+
+shapes = shapes_from_steps(trace.steps)
+for s, shape in zip(trace.steps[:7], shapes):
+    split = " + ".join(f"{term} {sec * 1e3:.2f}" for term, sec in A100.terms(shape).items())
+    print(f"step {s.step}: {s.num_scheduled_tokens:>2} tokens, {s.duration * 1e3:5.2f} ms = {split} ms")
+full = next(i for i, s in enumerate(trace.steps) if s.num_scheduled_tokens == 64)
+small = min(range(len(shapes)), key=lambda i: trace.steps[i].num_scheduled_tokens)
+full_ms, small_ms = (trace.steps[i].duration * 1e3 for i in (full, small))
+print(f"a full step ({trace.steps[full].num_scheduled_tokens} tokens) costs {full_ms / small_ms:.2f}x a "
+      f"{trace.steps[small].num_scheduled_tokens}-token step; the linear layers are "
+      f"{A100.terms(shapes[small])['linear'] / (small_ms / 1e3):.0%} of the small one")
+
+# %% [markdown]
+# - The linear layers read the 7B weights once per step, and for a few dozen tokens that read costs about
+#   the same as for one: so filling the budget is nearly free for the decodes. §11.2 (in 11_1) showed the
+#   cost once a step holds hundreds of tokens.
 
 # %% [markdown]
 # ### 11.3.1 V0 vs V1: the size of the code · V0 vs V1 的代码量对比
@@ -217,12 +261,16 @@ print("\nchunking off, budget 256")
 step_table(engine_off.trace)
 
 # %% [markdown]
-# - Chunking off, step 2: doc0 (200 tokens) fits whole next to the 3 decodes; doc1 (90) would not fit in
-#   the 53 tokens left, so it **waits whole** and keeps its place; step 3 admits it.
+# - Chunking off, step 2: doc0 fits whole next to the 3 decodes; doc1 does not fit in what is left, so it
+#   **waits whole** and keeps its place; the next step admits it.
 # - That is the only difference, one `if` in the waiting loop. With chunking on and the same budget of 256,
-#   doc1 takes the 53 tokens that are left as its first chunk:
+#   doc1 takes what is left as its first chunk:
 
 # %%
+off2 = engine_off.trace.steps[2]
+print(f"chunking off, step 2: {off2.num_scheduled_tokens} of {off2.token_budget} tokens used; doc1's "
+      f"{PROMPTS['doc1']} do not fit in the {off2.token_budget - off2.num_scheduled_tokens} left:",
+      PROMPTS["doc1"] > off2.token_budget - off2.num_scheduled_tokens and "doc1" not in off2.prefill_tokens)
 step2 = run_small(budget=256)[0].trace.steps[2]
 print("chunking on, budget 256, step 2: prefill", step2.prefill_tokens, "+", len(step2.decode_tokens), "decodes")
 
@@ -265,8 +313,7 @@ while doc_steps[-1] == 0:  # rows after doc0 finished repeat its last value
 print("doc0's integer moved by:", doc_steps)
 
 # %% [markdown]
-# - doc0 climbs by chunks (61, 61, 61, 17), the chunk sizes the budget left it, then by one per output
-#   token (§11.4.1). Nothing else about its progress is recorded anywhere.
+# - doc0 climbs by chunks, the sizes the budget left it, then by one per output token (§11.4.1). Nothing else about its progress is recorded anywhere.
 #
 # - **When the integer moves.** The book: "每完成一个块，num_computed_tokens += chunk_size" (after each
 #   chunk *completes*). V1 moves it earlier: at the end of `schedule()`, for every scheduled request, by
