@@ -150,18 +150,19 @@ print(f"full steps: {sum(u == 64 for u in used)} of {len(used)}; "
       f"the budget is filled whenever a prompt is waiting or unfinished")
 
 # %% [markdown]
-# - What each step cost (simulated A100), split into the terms the simulator adds up (`CostModel.terms`:
-#   host work, the linear layers from a measured table, attention, KV reads):
+# - What the smallest and the first full step cost (simulated A100), split into the terms the simulator adds
+#   up (`CostModel.terms`: host work, the linear layers from a measured table, attention, KV reads):
 
 # %%
 from minivllm.lab.sim.cost_model import shapes_from_steps
 
 shapes = shapes_from_steps(trace.steps)
-for s, shape in zip(trace.steps[:7], shapes):
-    split = " + ".join(f"{term} {sec * 1e3:.2f}" for term, sec in A100.terms(shape).items())
+small = min(range(len(shapes)), key=lambda i: trace.steps[i].num_scheduled_tokens)  # the fewest tokens
+full = next(i for i, s in enumerate(trace.steps) if s.num_scheduled_tokens == s.token_budget)  # the first full one
+for i in (small, full):
+    split = " + ".join(f"{term} {sec * 1e3:.2f}" for term, sec in A100.terms(shapes[i]).items())
+    s = trace.steps[i]
     print(f"step {s.step}: {s.num_scheduled_tokens:>2} tokens, {s.duration * 1e3:5.2f} ms = {split} ms")
-full = next(i for i, s in enumerate(trace.steps) if s.num_scheduled_tokens == 64)
-small = min(range(len(shapes)), key=lambda i: trace.steps[i].num_scheduled_tokens)
 full_ms, small_ms = (trace.steps[i].duration * 1e3 for i in (full, small))
 print(f"a full step ({trace.steps[full].num_scheduled_tokens} tokens) costs {full_ms / small_ms:.2f}x a "
       f"{trace.steps[small].num_scheduled_tokens}-token step; the linear layers are "
