@@ -409,9 +409,11 @@ decode_step = r_whole["itl_p50"]
 print(f"prefill-only: worst gap {r_v0['itl_max'] * 1e3:.1f} ms = the mixed run's {r_whole['itl_max'] * 1e3:.1f} ms + "
       f"{(r_v0['itl_max'] - r_whole['itl_max']) * 1e3:.1f} ms (one decode step is {decode_step * 1e3:.1f} ms)")
 print(f"whole prompt mixed: worst gap {r_whole['itl_max'] / decode_step:.0f}x a decode step")
-print(f"chunked: worst gap {r_chunk['itl_max'] * 1e3:.1f} ms, long TTFT {r_chunk['ttft_long'] / r_whole['ttft_long']:.2f}x")
+print(f"chunked: worst gap {r_chunk['itl_max'] * 1e3:.1f} ms, "
+      f"long TTFT {r_chunk['ttft_long'] / r_whole['ttft_long']:.2f}x")
 tput = {way: summarize(trace).output_throughput for way, (_, trace) in three.items()}
-print(f"output throughput: highest/lowest {max(tput.values()) / min(tput.values()):.3f}, highest: {max(tput, key=tput.get)}")
+print(f"output throughput: highest/lowest {max(tput.values()) / min(tput.values()):.3f}, "
+      f"highest: {max(tput, key=tput.get)}")
 print(f"lowest long TTFT: {min(three, key=lambda way: three[way][0]['ttft_long'])}")
 
 # %% [markdown]

@@ -314,7 +314,8 @@ while doc_steps[-1] == 0:  # rows after doc0 finished repeat its last value
 print("doc0's integer moved by:", doc_steps)
 
 # %% [markdown]
-# - doc0 climbs by chunks, the sizes the budget left it, then by one per output token (§11.4.1). Nothing else about its progress is recorded anywhere.
+# - doc0 climbs by chunks, the sizes the budget left it, then by one per output token (§11.4.1). Nothing
+#   else about its progress is recorded anywhere.
 #
 # - **When the integer moves.** The book: "每完成一个块，num_computed_tokens += chunk_size" (after each
 #   chunk *completes*). V1 moves it earlier: at the end of `schedule()`, for every scheduled request, by
