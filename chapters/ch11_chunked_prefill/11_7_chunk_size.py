@@ -295,8 +295,8 @@ print(f"the budget is vLLM's SchedulerConfig fallback: {sc.max_num_batched_token
 #   more tokens to schedule than the threshold is cut to it; short requests are never cut). The default 0
 #   means off. The budget caps a **step**; the threshold caps **one request** in a step.
 # - **Experiment** on the Scheduler alone: two chats decode; at step 1 a 6000-token prompt arrives, then
-#   four 400-token prompts. Budget 2048, thresholds from off to the budget. `python -m minivllm steps`
-#   prints such a scene step by step.
+#   four 400-token prompts. Budget 2048, thresholds from off to the budget. (`python -m minivllm steps
+#   --long-prefill-token-threshold N` prints §11.3's scene step by step.)
 
 # %%
 from minivllm.core.scheduler import Scheduler
