@@ -89,11 +89,13 @@ def best_budget(budgets, itl_p99_slo_ms):
 check_exercise_3(best_budget)
 
 # %%
+from minivllm.lab.metrics.shape import describe
+
+BUDGETS = [64, 128, 256, 512, 1024, 2048, 4096]
 print(f"{'budget':>6} {'out tok/s':>9} {'ITL p99 (ms)':>12}")
-for b in sorted({64, 128, 256, 512, 1024, 2048, 4096}):
+for b in BUDGETS:
     thr, itl = run(b)
     print(f"{b:>6} {thr:>9.0f} {itl:>12.1f}")
-
-# %% [markdown]
-# - Throughput creeps up with the budget while ITL p99 grows almost linearly: the SLO, not throughput,
-#   decides the budget.
+thr, itl = [run(b)[0] for b in BUDGETS], [run(b)[1] for b in BUDGETS]
+print(f"Throughput {describe(BUDGETS, thr)}; ITL p99 {describe(BUDGETS, itl)}: past the knee the SLO, not throughput, "
+      "decides the budget.")

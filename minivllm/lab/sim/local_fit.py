@@ -99,7 +99,7 @@ class FitResolution:
         why = "; ".join(self.differences)
         return (
             f"{self.preset}: using the stored fit (measured on {self.fit.describe()}), which differs from this "
-            f"machine: {why}. Its step times may be off here (issue 19). Fit this machine (about 5 minutes, "
+            f"machine: {why}. Its step times may be off here by tens of percent. Fit this machine (about 5 minutes, "
             f"cached for later runs): {self.command}"
         )
 

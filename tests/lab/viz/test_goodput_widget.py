@@ -37,7 +37,7 @@ def test_the_slider_redraws_the_goodput_of_each_budget(sweep):
     e.slo.value = 10
     assert_allclose(e.fig.data[1].y, [goodput(t, 0.010) for t in sweep.values()])
     assert list(e.fig.data[1].y) != before and "≤ 10 ms" in e.fig.layout.title.text
-    assert e.summary().startswith("TPOT SLO 10 ms: goodput is highest at budget")
+    assert e.summary().startswith("TPOT SLO 10 ms: no budget meets it")  # every goodput here is 0
     e.slo.value = 300  # a loose SLO: goodput is the raw throughput
     assert_allclose(e.fig.data[1].y, e.fig.data[0].y)
     with pytest.raises(ValueError, match="needs at least one run"):
@@ -59,3 +59,14 @@ def test_figures_titles_describe_their_data():
     assert titles[0] == "KV blocks: 1.15k → 989 (-14%)" and titles[1] == "output throughput: 638 → 601 (-6%)"
     assert list(m.data[1].y) == [1145] and len(m.data) == 6
     assert len(memory_curves([]).data) == 0 and len(goodput_curve({}, {}, 50).data) == 0
+
+
+def test_no_best_budget_when_nothing_meets_the_slo(sweep):
+    assert best_budget({64: 0.0, 256: 0.0, 1024: 0.0}) is None  # zero goodput everywhere is no peak
+    e = GoodputExplorer(sweep, slos_ms=(0.001, 50), value=0.001)  # 1 µs: no request decodes that fast
+    assert all(g == 0 for g in e.curve(0.001).values())
+    assert e.summary().startswith("TPOT SLO 0.001 ms: no budget meets it") and "highest" not in e.summary()
+    assert "no budget meets it" in e.info.value
+    assert "0 at every budget (no request meets the SLO)" in e.fig.layout.title.text
+    e.slo.value = 50  # and back to an SLO that some budget meets: a best budget again
+    assert "goodput is highest at budget" in e.summary()

@@ -42,7 +42,8 @@ def goodput_curve(
         return message_figure("No runs: simulate one engine per budget first.", title or "Goodput")
     good = [goodput[x] for x in xs]
     raw = [throughput[x] for x in xs]
-    title = title or f"Goodput at TPOT ≤ {slo_ms:g} ms: {trend(xs, good)}; raw throughput: {trend(xs, raw)}"
+    shape = trend(xs, good) if any(g > 0 for g in good) else "0 at every budget (no request meets the SLO)"
+    title = title or f"Goodput at TPOT ≤ {slo_ms:g} ms: {shape}; raw throughput: {trend(xs, raw)}"
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(

@@ -3,7 +3,8 @@
 The runs are given (one EngineTrace per budget, already simulated); the slider only recounts which
 requests met the SLO (:func:`minivllm.lab.metrics.goodput.goodput`) and redraws the curve through
 ``sync_figure``, so it costs no simulation. The "best" budget is the smallest whose goodput is within
-``TIE`` of the highest: budgets closer than that are not told apart.
+``TIE`` of the highest: budgets closer than that are not told apart. Where no request of any run meets
+the SLO there is no best budget, and the summary says so.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ SLOS_MS = (10, 15, 25, 35, 50, 75, 100, 150, 200, 300)
 TIE = 0.01  # goodputs within 1% of the best are a tie
 
 
-def best_budget(curve: Mapping[int, float], tie: float = TIE) -> int:
-    """The smallest budget whose goodput is within ``tie`` of the highest."""
-    top = max(curve.values())
+def best_budget(curve: Mapping[int, float], tie: float = TIE) -> int | None:
+    """The smallest budget whose goodput is within ``tie`` of the highest; None when no budget has any
+    goodput (no request met the SLO), since a zero goodput is no peak."""
+    top = max(curve.values(), default=0.0)
+    if not top > 0:
+        return None
     return min(b for b, g in curve.items() if g >= top * (1 - tie))
 
 
@@ -65,6 +69,11 @@ class GoodputExplorer:
 
     def _summary(self, slo: float, curve: Mapping[int, float]) -> str:
         best = best_budget(curve)
+        if best is None:
+            return (
+                f"TPOT SLO {slo:g} ms: no budget meets it (no request's TPOT is within {slo:g} ms in any of the "
+                f"{len(self.traces)} runs), so goodput is 0 at every budget and there is no best budget"
+            )
         return (
             f"TPOT SLO {slo:g} ms: goodput is highest at budget {best} ({curve[best]:.0f} tok/s; "
             f"raw throughput there {self.throughput[best]:.0f} tok/s)"

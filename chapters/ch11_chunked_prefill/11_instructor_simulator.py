@@ -1,0 +1,244 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 11 · Instructor appendix: how far to trust the simulator · 讲师附录：模拟器能信几分
+#
+# - The student notebooks 11_7 and 11_9 price each engine step with a cost model of a GPU (the real
+#   Scheduler, a virtual clock). This appendix is for instructors: it checks that model before its numbers
+#   are taught, in four parts, each a claim, one experiment and a verdict computed from the data.
+#   1. The simulator against runs other people published on real GPUs.
+#   2. Where the model's throughput dips past the knee, and what that does and does not say about vLLM.
+#   3. The same scene on the real model on this CPU, where a piggybacked token is not free.
+#   4. The CPU preset's fit to this machine.
+# - It ends with what can be taught from the GPU-scale numbers and what cannot.
+
+# %% [markdown]
+# ## 1. Against published GPU runs · 对照公开的 GPU 测量
+#
+# - **Claim**: the GPU presets, built from published profiles (one source per term: Vidur's measured
+#   linear-layer times with their tile steps, its attention and CPU-overhead profiles, each model's KV
+#   heads, KV capacity from GPU memory at the budget; `python -m minivllm.lab.sim.gpu_presets`), reproduce
+#   runs measured elsewhere.
+# - **Experiment**: `python -m minivllm.lab.benchmarks.sim_validation` replays vLLM's latency benchmark and
+#   Lambda's ShareGPT runs of Llama-3-8B (A100 and H100) and compares each published metric. It also
+#   prints where the simulated busy time went, so that a good ratio cannot hide two errors cancelling.
+# - What is fitted: one term (the host cost per request, to Lambda's A100 TPOT; the H100 run is held out),
+#   and the API server's intake, read off each run's fastest first token. Everything else comes from
+#   profiles measured elsewhere. `--ablate` replays each run with one term left out.
+
+# %%
+from minivllm.lab.benchmarks import sim_validation
+from minivllm.lab.sim.published_runs import PUBLISHED_RUNS
+
+replays = [sim_validation.replay(run) for run in PUBLISHED_RUNS]
+print(sim_validation.format_table(replays))
+for r in replays:
+    print(f"{r['run']}: busy time by term " + ", ".join(f"{k} {v:.0%}" for k, v in r["term_shares"].items()))
+
+# %%
+ratios = [(r["run"], row["metric"], row["ratio"]) for r in replays for row in r["rows"]]
+worst = max(ratios, key=lambda x: abs(x[2] - 1))
+held_out = [x for x in ratios if "h100" in x[0]]
+worst_held = max(held_out, key=lambda x: abs(x[2] - 1))
+print(f"{len(ratios)} metrics in {len(replays)} runs; every one within its target (TTFT ±25%, the rest ±15%): "
+      f"{all(row['ok'] for r in replays for row in r['rows'])}. The furthest off: {worst[0]} {worst[1]}, "
+      f"{worst[2] - 1:+.1%}; on the held-out H100 runs: {worst_held[1]} {worst_held[2] - 1:+.1%}.")  # fmt: skip
+
+# %% [markdown]
+# ## 2. Where the model's throughput dips · 模型里吞吐为何会下降
+#
+# - **Claim** to check: past the knee, the step-time model's raw throughput can fall a few percent (11_7's
+#   workload with 32 seats; 11_9's sweep). Is that the book's inverted U?
+# - **Experiment**: 11_7's 100 Azure conversations (all at once) on the Llama-2-7B/A100 preset with
+#   `max_num_seqs` 32, one run per budget. Beside throughput: preemptions, the busy time and its
+#   linear-layer term, the decode-only steps, and the measured profile's linear cost per token of a full
+#   step at the budget.
+
+# %%
+import statistics
+
+from minivllm.config import EngineConfig
+from minivllm.engine.llm_engine import LLMEngine
+from minivllm.lab.metrics.shape import describe
+from minivllm.lab.metrics.summary import summarize
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.run import run_workload
+from minivllm.lab.sim.sim_runner import SimRunner
+from minivllm.lab.sim.workload import make_workload
+
+A100 = CostModel.from_preset("llama2_7b_a100")
+
+
+def sim_engine(requests, max_model_len=4096, **engine_kwargs):
+    """One engine (vLLM-named settings) on the simulator, run to the end; its trace and its SimRunner."""
+    config = EngineConfig.from_kwargs(model="none", max_model_len=max_model_len, **engine_kwargs)
+    engine = LLMEngine(config, model_runner=SimRunner(A100, vocab_size=A100.vocab_size, config=config))
+    run_workload(engine, requests)
+    return engine.trace, engine.model_runner
+
+
+workload = make_workload("azure_conv", 100, seed=0, vocab_size=A100.vocab_size, max_model_len=4096)
+BUDGETS = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
+SEATS = 32
+dip = {}
+for b in BUDGETS:
+    t, runner = sim_engine(workload.requests, max_num_batched_tokens=b, max_num_seqs=SEATS)
+    dip[b] = {"tok/s": summarize(t).output_throughput, "preemptions": summarize(t).num_preemptions,
+              "busy s": runner.busy_time, "linear s": runner.term_time["linear"],
+              "decode-only steps": sum(not s.prefill_tokens for s in t.steps),
+              "linear µs/token": A100.profiled_linear(b) / b * 1e6}  # fmt: skip
+COLS = list(dip[BUDGETS[0]])
+print(f"{'budget':>6} " + " ".join(f"{c:>{max(len(c), 7)}}" for c in COLS))
+for b, row in dip.items():
+    print(f"{b:>6} " + " ".join(f"{row[c]:>{max(len(c), 7)}.{0 if isinstance(row[c], int) else 2}f}" for c in COLS))
+
+# %%
+thr = [dip[b]["tok/s"] for b in BUDGETS]
+top = thr.index(max(thr))
+low = top + thr[top:].index(min(thr[top:]))
+hi, lo = dip[BUDGETS[top]], dip[BUDGETS[low]]
+busy, linear = lo["busy s"] - hi["busy s"], lo["linear s"] - hi["linear s"]
+stretch = BUDGETS[top : low + 1]
+tile = max(zip(stretch, stretch[1:]), key=lambda p: dip[p[1]]["linear µs/token"] / dip[p[0]]["linear µs/token"])
+print(f"Throughput {describe(BUDGETS, thr)}: from its peak at {BUDGETS[top]} to {BUDGETS[low]}, "
+      f"{thr[low] / thr[top] - 1:+.1%}; preemptions there: {sorted({dip[b]['preemptions'] for b in stretch})}.")
+print(f"The busy time grows {busy:+.2f} s; the linear layers' term {linear:+.2f} s ({linear / busy:.0%} of it). "
+      f"Two parts: decode-only steps, which pay the weight read for at most {SEATS} tokens, "
+      f"{hi['decode-only steps']} -> {lo['decode-only steps']}; and the profile's cost per token of a full step, "
+      f"{dip[tile[0]]['linear µs/token']:.2f} -> {dip[tile[1]]['linear µs/token']:.2f} µs from {tile[0]} to "
+      f"{tile[1]} (a tile step).")  # fmt: skip
+
+# %% [markdown]
+# - What can be taught: in the step-time model throughput flattens past the knee and may dip a few %
+#   (a tile step of the measured profile, preemptions); that is not evidence that real vLLM's throughput
+#   falls. vLLM's tuning guide recommends budgets > 8192 for throughput. The profile is measured per
+#   token count in isolation; whether a real mixed step pays the same tile step depends on kernels the
+#   model does not simulate.
+# - The book's inverted U appears in the notebooks only through a limit on useful work: a TPOT SLO (11_7
+#   goodput) and activation memory taking KV blocks on a small card (11_7, a mechanism from vLLM's
+#   profiling run, its size an estimate).
+#
+# ## 3. The same scene on this CPU · 在本机 CPU 上
+#
+# - **Claim**: on a GPU a decode step leaves the compute units idle, so the first tens of prompt tokens
+#   ride along almost free; on a CPU the matrix multiplies become compute bound after a few tokens, so
+#   every piggybacked token costs.
+# - **Experiment**: the real SmolLM2-135M, one torch thread (as the CPU preset's fit). Three chats decode;
+#   a 128-token prompt lands at step 2. Budgets 16 and 128. Steps are checked; wall times change from run to
+#   run on a shared machine and are not.
+
+# %%
+import torch
+
+from minivllm.model.loader import load_model
+from minivllm.sampling_params import SamplingParams
+from minivllm.worker.model_runner import ModelRunner
+
+torch.set_num_threads(1)
+loaded = load_model("smollm2")
+cpu_runs = {}
+for budget in (16, 128):
+    config = EngineConfig.from_kwargs(model="smollm2", max_num_batched_tokens=budget, max_num_seqs=8,
+                                      max_model_len=512, num_gpu_blocks=128)  # fmt: skip
+    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
+    for i in range(3):
+        engine.add_request(f"chat{i}", list(range(100 + 50 * i, 116 + 50 * i)),
+                           SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))  # fmt: skip
+    step = 0
+    while engine.has_unfinished_requests():
+        if step == 2:
+            engine.add_request("long", list(range(2000, 2128)), SamplingParams(max_tokens=2, temperature=0.0,
+                                                                               ignore_eos=True))  # fmt: skip
+        engine.step()
+        step += 1
+    cpu_runs[budget] = engine.trace
+for budget, t in cpu_runs.items():
+    chunks = [(s.step, s.prefill_tokens["long"]) for s in t.steps if "long" in s.prefill_tokens]
+    print(f"budget {budget:>3}: {len(t.steps)} steps; long's prompt in {len(chunks)} chunks "
+          f"{[n for _, n in chunks] if len(chunks) < 6 else [n for _, n in chunks[:3]] + ['...']}, "
+          f"first token in step {chunks[-1][0]} (arrived in step 2)")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"{'budget':>6} {'long TTFT s':>11} {'chat TPOT ms':>12} {'chat ITL max ms':>15} {'total s':>8}")
+for budget, t in cpu_runs.items():
+    chats = [t.requests[f"chat{i}"] for i in range(3)]
+    chat_tpot = statistics.mean((r.token_times[-1] - r.token_times[0]) / (r.num_output_tokens - 1) for r in chats)
+    itl_max = max(g for r in chats for g in r.itls)
+    print(f"{budget:>6} {t.requests['long'].ttft:>11.2f} {chat_tpot * 1e3:>12.0f} {itl_max * 1e3:>15.0f} "
+          f"{t.steps[-1].end - t.steps[0].start:>8.2f}")
+
+# %%
+first_token = {b: max(s.step for s in t.steps if "long" in s.prefill_tokens) for b, t in cpu_runs.items()}
+print(f"Steps (checked): the long prompt's first token comes {first_token[16] - 2} steps after it arrives at budget "
+      f"16, {first_token[128] - 2} at 128: the same direction as on the GPU model. The wall times above are not "
+      "checked (a shared machine).")  # fmt: skip
+
+# %% [markdown]
+# - Step cost relative to a decode-only step (3 decodes), for steps with the same total tokens, first on the
+#   A100 cost model, then measured here:
+
+# %%
+def median_ms(trace, tokens, with_prefill):
+    xs = [s.duration for s in trace.steps
+          if s.num_scheduled_tokens == tokens and bool(s.prefill_tokens) == with_prefill]  # fmt: skip
+    return statistics.median(xs) * 1e3
+
+
+cpu_decode = statistics.median(s.duration for t in cpu_runs.values() for s in t.steps
+                               if s.num_scheduled_tokens == 3 and not s.prefill_tokens) * 1e3  # fmt: skip
+gpu_decode = A100.step_time([(1, 40)] * 3) * 1e3
+gpu_ratio = {n: A100.step_time([(1, 40)] * 3 + [(n - 3, 0)]) * 1e3 / gpu_decode for n in (16, 64, 128)}
+cpu_ratio = {n: median_ms(cpu_runs[n], n, True) / cpu_decode for n in (16, 128)}
+print(f"A100 cost model, decode-only step (3 requests): {gpu_decode:.2f} ms")
+for tokens, ratio in gpu_ratio.items():
+    print(f"  a {tokens:>3}-token step costs {ratio:.2f}x a decode-only step")
+print("on the A100 model a 64-token step costs less than 1.1x a decode-only step:", gpu_ratio[64] < 1.1)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"this CPU, decode-only step (3 requests): {cpu_decode:.0f} ms (median)")
+for tokens, ratio in cpu_ratio.items():
+    print(f"  a {tokens:>3}-token step costs {ratio:.2f}x a decode-only step")
+print("on this CPU a 128-token step costs more than 2x a decode-only step:", cpu_ratio[128] > 2)
+
+# %% [markdown]
+# ## 4. The CPU fit · CPU 拟合
+#
+# - The CPU preset is a measurement of one machine. Its fit records the CPU, torch threads and clock; on
+#   another machine the simulator warns and names the command that fits this one
+#   (`python -m minivllm.lab.sim.calibrate --local`, minutes on a quiet 2-core machine; the fit is cached).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from minivllm.lab.sim.local_fit import fit_status
+
+print(fit_status())
+
+# %% [markdown]
+# ## 5. How far to trust the GPU-scale numbers · GPU 规模数字能信几分
+
+# %%
+print(f"- Magnitudes: on the {len(replays)} published runs every metric is within "
+      f"{max(abs(x[2] - 1) for x in ratios):.0%} (the held-out H100 runs within {abs(worst_held[2] - 1):.0%}). Teach "
+      "the numbers as 'about', not to the last digit.")  # fmt: skip
+print("- Scheduling: exact. The engine under the simulator is minivllm's Scheduler, whose decisions match vLLM V1's "
+      "golden tests; which request gets which tokens in which step is not modelled, it is run.")
+print(f"- Differences of a few %: not resolvable. The dip in part 2 is {thr[low] / thr[top] - 1:+.1%}, inside "
+      f"the {sim_validation.TOLERANCE['other']:.0%} band the model is checked to; do not read a falling half of "
+      "throughput from it.")  # fmt: skip
+print(f"- CPU: the GPU model prices a 64-token step at {gpu_ratio[64]:.2f}x a decode-only step; on a CPU the cost "
+      "grows with every token (part 3's measured ratios, wall clock, so not checked here). The real-model runs on a "
+      "laptop show the scheduling, not the GPU's chunk-size trade-off.")  # fmt: skip
