@@ -14,6 +14,7 @@ application/json' -d '{"prompt": "Hello", "max_tokens": 16, "stream": true}'``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import time
@@ -27,7 +28,7 @@ from minivllm.engine import arg_utils
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.serving import demo_chats, demo_routes
 from minivllm.serving.admin_guard import AdminGuard, AdminLimits, allowed_hosts
-from minivllm.serving.async_engine import AsyncEngine, EngineDeadError
+from minivllm.serving.async_engine import SHUTTING_DOWN, AsyncEngine, EngineDeadError
 from minivllm.serving.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from minivllm.serving.metrics.loggers import PrometheusStatLogger
 from minivllm.serving.protocol import (
@@ -37,6 +38,15 @@ from minivllm.serving.protocol import (
     Limits,
     error_response,
     install_error_handlers,
+)
+from minivllm.serving.request_caps import (
+    DEFAULT_MAX_CHAT_MESSAGES,
+    DEFAULT_MAX_STOP_STRING_LEN,
+    DEFAULT_MAX_STOP_STRINGS,
+    DEFAULT_MAX_STOP_TOKEN_IDS,
+    CapsContext,
+    DemoLimits,
+    RequestCaps,
 )
 from minivllm.serving.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
 
@@ -48,6 +58,8 @@ def build_app(
     model_name: str,
     admin_guard: AdminGuard | None = None,
     max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    caps: RequestCaps | None = None,
+    demo_limits: DemoLimits | None = None,
 ) -> FastAPI:
     """The ASGI app around a (not yet started) AsyncEngine; the engine thread runs while the app does."""
     llm = engine.engine
@@ -59,6 +71,7 @@ def build_app(
             f"must be set (got {max_model_len}, {budget}, {max_num_seqs})."
         )
     limits = Limits(max_model_len, llm.vocab_size)
+    caps = model_caps(caps or RequestCaps(), llm.tokenizer, max_model_len)
     admin_limits = AdminLimits.from_start(budget, max_num_seqs, max_model_len)
     state = ServerState(
         engine,
@@ -68,7 +81,8 @@ def build_app(
         int(time.time()),
         admin_limits,
         admin_guard=admin_guard or AdminGuard(),
-        max_prompt_chars=max_prompt_chars(llm.tokenizer, max_model_len),
+        max_prompt_chars=caps.max_prompt_chars,
+        demo_limits=demo_limits or DemoLimits(),
     )
     if sc.enable_chunked_prefill:
         state.chunked_budget = budget
@@ -88,7 +102,8 @@ def build_app(
 
     @app.exception_handler(EngineDeadError)
     async def engine_dead(_: Request, e: EngineDeadError) -> JSONResponse:
-        return error_response(APIError(str(e), status=503, code="engine_dead"))
+        code = "server_shutting_down" if str(e) == SHUTTING_DOWN else "engine_dead"
+        return error_response(APIError(str(e), status=503, code=code))
 
     @app.get("/health")
     async def health() -> Response:
@@ -131,7 +146,32 @@ def build_app(
     app.include_router(demo_chats.router)
     app.include_router(demo_routes.admin)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
+    app.add_middleware(CapsContext, caps=caps)  # the request models check these caps on the raw JSON
     return app
+
+
+def model_caps(caps: RequestCaps, tokenizer: Any, max_model_len: int) -> RequestCaps:
+    """``caps`` with the model's defaults filled in where the flags left them out: the characters no longer
+    text fits in, the messages no more of fit in max_model_len (each costs the template's tokens)."""
+    chars = caps.max_prompt_chars if caps.max_prompt_chars is not None else max_prompt_chars(tokenizer, max_model_len)
+    messages = caps.max_chat_messages
+    if messages == DEFAULT_MAX_CHAT_MESSAGES and tokenizer is not None:
+        messages = max(1, max_model_len // template_tokens_per_message(tokenizer))
+    return dataclasses.replace(
+        caps, max_prompt_chars=chars, max_chat_messages=messages, max_prompt_tokens=max_model_len - 1
+    )
+
+
+def template_tokens_per_message(tokenizer: Any) -> int:
+    """The tokens one more empty user message adds to a templated chat (at least 1)."""
+    template = None if getattr(tokenizer, "chat_template", None) else FALLBACK_CHAT_TEMPLATE
+
+    def size(n: int) -> int:
+        msgs = [{"role": "user", "content": ""}] * n
+        text = tokenizer.apply_chat_template(msgs, chat_template=template, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    return max(1, size(2) - size(1))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,8 +204,85 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
     )
+    caps = p.add_argument_group("bounds on one request (refused with a 400 naming the field, before any work)")
+    caps.add_argument(
+        "--max-stop-token-ids",
+        type=int,
+        default=DEFAULT_MAX_STOP_TOKEN_IDS,
+        help="entries of stop_token_ids (default %(default)s)",
+    )
+    caps.add_argument(
+        "--max-stop-strings",
+        type=int,
+        default=DEFAULT_MAX_STOP_STRINGS,
+        help="stop strings per request (default %(default)s; OpenAI allows 4)",
+    )
+    caps.add_argument(
+        "--max-stop-string-len",
+        type=int,
+        default=DEFAULT_MAX_STOP_STRING_LEN,
+        help="characters of one stop string (default %(default)s)",
+    )
+    caps.add_argument(
+        "--max-chat-messages",
+        type=int,
+        default=None,
+        help="messages per chat (default: max_model_len / the chat template's tokens per message)",
+    )
+    caps.add_argument(
+        "--max-prompt-chars",
+        type=int,
+        default=None,
+        help="characters of a prompt or of a chat's messages (default: max_model_len x the "
+        "longest token's characters, the most that can fit)",
+    )
+    caps.add_argument(
+        "--demo-max-connections",
+        type=int,
+        default=DemoLimits.max_connections,
+        help="/demo/chats streams open at once (default %(default)s; 0 switches /demo/chats off)",
+    )
+    caps.add_argument(
+        "--demo-max-answers",
+        type=int,
+        default=DemoLimits.max_answers,
+        help="answers per chat of one /demo/chats stream with repeat (default %(default)s)",
+    )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    return p
+    return p  # fmt: skip
+
+
+FLAG_RANGES = {  # server flag -> (lowest, highest) allowed; None: no bound
+    "port": (0, 65535),
+    "max_trace_steps": (2, None),
+    "max_request_body_bytes": (1, None),
+    "max_stop_token_ids": (0, None),
+    "max_stop_strings": (0, None),
+    "max_stop_string_len": (1, None),
+    "max_chat_messages": (1, None),
+    "max_prompt_chars": (1, None),
+    "demo_max_connections": (0, None),
+    "demo_max_answers": (1, None),
+}
+
+
+def check_server_args(args: argparse.Namespace) -> None:
+    """ValueError naming the first server flag out of its range (a 0 body limit used to start and then answer
+    every request, /health too, with a plain-text 500)."""
+    for name, (low, high) in FLAG_RANGES.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if value < low or (high is not None and value > high):
+            allowed = f"in [{low}, {high}]" if high is not None else f"at least {low}"
+            raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {value}.")
+
+
+def request_caps(args: argparse.Namespace) -> RequestCaps:
+    caps = RequestCaps(args.max_stop_token_ids, args.max_stop_strings, args.max_stop_string_len)
+    if args.max_chat_messages is not None:
+        caps = dataclasses.replace(caps, max_chat_messages=args.max_chat_messages)
+    return dataclasses.replace(caps, max_prompt_chars=args.max_prompt_chars)
 
 
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
@@ -179,12 +296,15 @@ def build_server(args: argparse.Namespace, engine: AsyncEngine, **config: Any) -
     """The uvicorn server for ``serve``'s flags (``config`` overrides uvicorn settings, e.g. ``port=0``).
     Streams still open at SIGTERM get 5 s, then the engine fails them ("server shutting down"); a dead
     engine makes the server exit instead of lingering with a 503."""
-    import uvicorn
+    from minivllm.serving import lifecycle
 
+    check_server_args(args)
     guard = AdminGuard(not args.disable_admin, args.admin_token, allowed_hosts(args.allowed_hosts, args.host))
-    app = build_app(engine, args.served_model_name or args.model, guard, args.max_request_body_bytes)
-    settings = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
-    server = uvicorn.Server(uvicorn.Config(app, **{**settings, **config}))
+    demo = DemoLimits(args.demo_max_connections, args.demo_max_answers)
+    name = args.served_model_name or args.model
+    app = build_app(engine, name, guard, args.max_request_body_bytes, request_caps(args), demo)
+    settings = dict(host=args.host, port=args.port, log_level=args.log_level)
+    server = lifecycle.build(app, engine, args.admin_token is not None, **{**settings, **config})
     engine.on_dead = lambda why: setattr(server, "should_exit", True)
     return server
 
@@ -194,6 +314,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
+        check_server_args(args)  # before the model loads
         engine = build_engine(args)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
