@@ -201,6 +201,7 @@ class ChatMessage(BaseModel):
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 if kind != "text":
                     raise ValueError(f"only text content parts are supported (type 'text'), got {_short(kind)}.")
+                _valid_text(part.get("text"), "messages")  # before the union hides why it failed
         elif value is not None and not isinstance(value, str):
             raise ValueError(f"message content must be a string or a list of text parts, got {type(value).__name__}.")
         return _valid_text(handler(value), "messages")

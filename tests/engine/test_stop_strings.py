@@ -69,3 +69,42 @@ def test_stop_strings_need_a_tokenizer(tiny_qwen2):
     with pytest.raises(ValueError, match="stop strings need a tokenizer"):
         engine.add_request("r", [5, 6, 7], SamplingParams(stop=["x"]))
     assert not engine.has_unfinished_requests()
+
+
+def test_a_stop_string_is_matched_on_whole_characters_only():
+    """Issue 30, finding 8: the decode of a half-done UTF-8 character ends in U+FFFD, and the stop string
+    "\\ufffd" matched it and stopped the request early. Now the unfinished end waits for its last bytes."""
+    c = StopStringChecker(["\ufffd"])
+    assert c.check("ab\ufffd") is None  # "é" half decoded
+    assert c.check("abé") is None and c.check("abé d") is None
+    assert c.check("abé d\ufffd\ufffd") is None
+    assert c.check("abé d\ufffd\ufffd", finished=True) == ("abé d", "\ufffd")  # the text ended there: it counts
+    real = StopStringChecker(["\ufffd"])
+    assert real.check("x\ufffdy") == ("x", "\ufffd")  # a real U+FFFD inside the text still matches
+
+
+def test_each_check_searches_only_what_the_new_text_can_complete():
+    """A stop string that ended before the last check's window is not found again, and the window begins
+    len(stop) - 1 characters before the new text (vLLM's check_stop_strings)."""
+    c = StopStringChecker(["abc", "z"])
+    assert c.check("xxab") is None
+    assert c.check("xxabc") == ("xx", "abc")  # straddles the checks
+    c = StopStringChecker(["abc"])
+    c.checked = 10  # as if the first 10 characters were searched
+    assert c.check("abc" + "-" * 7 + "q") is None  # "abc" lies wholly before the window
+
+
+def test_stop_strings_and_ids_are_bounded_by_count_not_by_the_text():
+    """Per-step stop checks: stop token ids as a set (O(1) per token), stop strings over a window."""
+    from minivllm.request import Request, check_stop
+
+    params = SamplingParams(max_tokens=8, stop_token_ids=list(range(100, 100_100)), ignore_eos=True)
+
+    class NoScan(list):
+        def __contains__(self, item):
+            raise AssertionError("check_stop scanned the stop_token_ids list")
+
+    params.stop_token_ids = NoScan(params.stop_token_ids)
+    req = Request("r", [1, 2], params, eos_token_id=0)
+    req.append_output_token_ids(100_050)
+    assert check_stop(req, 256) and req.stop_reason == 100_050
