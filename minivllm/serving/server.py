@@ -39,15 +39,8 @@ from minivllm.serving.protocol import (
     error_response,
     install_error_handlers,
 )
-from minivllm.serving.request_caps import (
-    DEFAULT_MAX_CHAT_MESSAGES,
-    DEFAULT_MAX_STOP_STRING_LEN,
-    DEFAULT_MAX_STOP_STRINGS,
-    DEFAULT_MAX_STOP_TOKEN_IDS,
-    CapsContext,
-    DemoLimits,
-    RequestCaps,
-)
+from minivllm.serving.request_caps import DEFAULT_MAX_CHAT_MESSAGES, CapsContext, DemoLimits, RequestCaps
+from minivllm.serving.server_args import build_parser, check_server_args, request_caps
 from minivllm.serving.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
 
 logger = logging.getLogger("minivllm.entrypoints")
@@ -172,117 +165,6 @@ def template_tokens_per_message(tokenizer: Any) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False))
 
     return max(1, size(2) - size(1))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m minivllm serve", description=__doc__.splitlines()[0])
-    p.add_argument("--served-model-name", default=None, help="the name clients send as 'model' (default: --model)")
-    p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
-    p.add_argument("--port", type=int, default=8000)
-    arg_utils.add_engine_args(p)  # --model and every other engine flag, vLLM's names
-    p.add_argument(
-        "--max-trace-steps",
-        type=int,
-        default=4_000,
-        help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)",
-    )
-    p.add_argument(
-        "--max-request-body-bytes",
-        type=int,
-        default=DEFAULT_MAX_BODY_BYTES,
-        help="larger request bodies are refused (413) before they are read",
-    )
-    admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")
-    admin.add_argument("--disable-admin", action="store_true", help="switch /admin off (404)")
-    admin.add_argument(
-        "--admin-token",
-        default=None,
-        help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)",
-    )
-    admin.add_argument(
-        "--allowed-hosts",
-        default=None,
-        help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
-    )
-    caps = p.add_argument_group("bounds on one request (refused with a 400 naming the field, before any work)")
-    caps.add_argument(
-        "--max-stop-token-ids",
-        type=int,
-        default=DEFAULT_MAX_STOP_TOKEN_IDS,
-        help="entries of stop_token_ids (default %(default)s)",
-    )
-    caps.add_argument(
-        "--max-stop-strings",
-        type=int,
-        default=DEFAULT_MAX_STOP_STRINGS,
-        help="stop strings per request (default %(default)s; OpenAI allows 4)",
-    )
-    caps.add_argument(
-        "--max-stop-string-len",
-        type=int,
-        default=DEFAULT_MAX_STOP_STRING_LEN,
-        help="characters of one stop string (default %(default)s)",
-    )
-    caps.add_argument(
-        "--max-chat-messages",
-        type=int,
-        default=None,
-        help="messages per chat (default: max_model_len / the chat template's tokens per message)",
-    )
-    caps.add_argument(
-        "--max-prompt-chars",
-        type=int,
-        default=None,
-        help="characters of a prompt or of a chat's messages (default: max_model_len x the "
-        "longest token's characters, the most that can fit)",
-    )
-    caps.add_argument(
-        "--demo-max-connections",
-        type=int,
-        default=DemoLimits.max_connections,
-        help="/demo/chats streams open at once (default %(default)s; 0 switches /demo/chats off)",
-    )
-    caps.add_argument(
-        "--demo-max-answers",
-        type=int,
-        default=DemoLimits.max_answers,
-        help="answers per chat of one /demo/chats stream with repeat (default %(default)s)",
-    )
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    return p  # fmt: skip
-
-
-FLAG_RANGES = {  # server flag -> (lowest, highest) allowed; None: no bound
-    "port": (0, 65535),
-    "max_trace_steps": (2, None),
-    "max_request_body_bytes": (1, None),
-    "max_stop_token_ids": (0, None),
-    "max_stop_strings": (0, None),
-    "max_stop_string_len": (1, None),
-    "max_chat_messages": (1, None),
-    "max_prompt_chars": (1, None),
-    "demo_max_connections": (0, None),
-    "demo_max_answers": (1, None),
-}
-
-
-def check_server_args(args: argparse.Namespace) -> None:
-    """ValueError naming the first server flag out of its range (a 0 body limit used to start and then answer
-    every request, /health too, with a plain-text 500)."""
-    for name, (low, high) in FLAG_RANGES.items():
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        if value < low or (high is not None and value > high):
-            allowed = f"in [{low}, {high}]" if high is not None else f"at least {low}"
-            raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {value}.")
-
-
-def request_caps(args: argparse.Namespace) -> RequestCaps:
-    caps = RequestCaps(args.max_stop_token_ids, args.max_stop_strings, args.max_stop_string_len)
-    if args.max_chat_messages is not None:
-        caps = dataclasses.replace(caps, max_chat_messages=args.max_chat_messages)
-    return dataclasses.replace(caps, max_prompt_chars=args.max_prompt_chars)
 
 
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
