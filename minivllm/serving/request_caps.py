@@ -107,16 +107,24 @@ def check_prompt(body: Any) -> None:
         return
     caps, prompt = current(), body.get("prompt")
     if isinstance(prompt, str) and caps.max_prompt_chars is not None and len(prompt) > caps.max_prompt_chars:
-        raise APIError(
-            f"prompt has {len(prompt)} characters; this server allows 1 to {caps.max_prompt_chars} "
-            "(--max-prompt-chars: no longer text fits in the model's context).",
-            "prompt",
-        )
+        raise APIError(_too_long("prompt has", len(prompt), caps), "prompt")
     high = caps.max_prompt_tokens
     if isinstance(prompt, list) and high is not None and len(prompt) > high:
         raise APIError(
             f"prompt has {len(prompt)} token ids; this server allows 1 to {high} (max_model_len - 1).", "prompt"
         )
+
+
+def _too_long(what: str, chars: int, caps: RequestCaps, counted: str = "") -> str:
+    context = (
+        ""
+        if caps.max_prompt_tokens is None
+        else (f"; this model's maximum context length is {caps.max_prompt_tokens + 1} tokens")
+    )
+    return (
+        f"The {what} {chars} characters{counted}{context}; this server allows 1 to {caps.max_prompt_chars} "
+        "(--max-prompt-chars: no longer text fits in the context)."
+    )
 
 
 def message_chars(messages: list[Any]) -> int:
@@ -148,8 +156,4 @@ def check_messages(body: Any) -> None:
         )
     chars = message_chars(messages)
     if caps.max_prompt_chars is not None and chars > caps.max_prompt_chars:
-        raise APIError(
-            f"messages have {chars} characters (roles and contents); this server allows up to "
-            f"{caps.max_prompt_chars} (--max-prompt-chars: no longer text fits in the model's context).",
-            "messages",
-        )
+        raise APIError(_too_long("messages have", chars, caps, " (roles and contents)"), "messages")

@@ -41,7 +41,7 @@ OVERSIZED = [  # (endpoint, body, param, words of the message)
     ("chat/completions", {"messages": empty_messages(200_000)}, "messages",
      "has 200000 messages; this server allows 1 to"),
     ("chat/completions", {"messages": [{"role": "user", "content": "a" * 400_000}]}, "messages",
-     "characters (roles and contents); this server allows up to"),
+     "characters (roles and contents); this model's maximum context length is 256 tokens; this server allows"),
 ]  # fmt: skip
 
 
