@@ -104,7 +104,7 @@ class AdminGuard:
             sent = request.headers.get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {self.token}".encode()):
                 raise APIError(
-                    "This server's /admin needs 'Authorization: Bearer <admin token>' (--admin-token).",
+                    "This server's /admin and /demo/chats need 'Authorization: Bearer <admin token>' (--admin-token).",
                     status=401,
                     code="unauthorized",
                 )
