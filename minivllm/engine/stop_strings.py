@@ -7,8 +7,8 @@ stop string could still straddle) is searched. The output's text is cut where th
 after it, with ``include_stop_str_in_output``); its ``finish_reason`` is "stop" and its ``stop_reason`` the
 string. The token ids keep every generated token, including the one that completed the stop string.
 
-Deviation: the whole completion is decoded at each step a request with stop strings gets tokens (vLLM
-decodes incrementally); a request's answer is short, and requests without stop strings pay nothing.
+The text comes from an incremental detokenizer (``minivllm.engine.detokenizer``, as vLLM's), so a step
+costs O(new tokens + number of stop strings x longest stop string), whatever the length of the text.
 """
 
 from __future__ import annotations

@@ -30,12 +30,12 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from minivllm.engine.detokenizer import IncrementalDetokenizer
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.engine.output_processor import stopped_by_token
 from minivllm.engine.stop_strings import hold_back
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
-from minivllm.serving.detokenizer import IncrementalDetokenizer
 from minivllm.serving.state_snapshot import StateSnapshots
 
 logger = logging.getLogger("minivllm.entrypoints")

@@ -108,3 +108,28 @@ def test_stop_strings_and_ids_are_bounded_by_count_not_by_the_text():
     req = Request("r", [1, 2], params, eos_token_id=0)
     req.append_output_token_ids(100_050)
     assert check_stop(req, 256) and req.stop_reason == 100_050
+
+
+@pytest.mark.slow
+def test_a_step_decodes_only_the_new_tokens_of_a_request_with_stop_strings(llm):
+    """Issue 30: the whole completion was decoded after every step of a request with stop strings (O(text) per
+    step, O(text^2) in all); now an incremental detokenizer decodes a window of a few tokens per step."""
+    processor = llm.engine.output_processor
+    sizes: list[int] = []
+
+    class Counting:
+        def __init__(self, tok):
+            self.tok = tok
+
+        def decode(self, ids, **kw):
+            sizes.append(len(ids))
+            return self.tok.decode(ids, **kw)
+
+    processor.tokenizer = Counting(processor.tokenizer)
+    params = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True, stop=["\x00never"])
+    (out,) = llm.generate(["The capital of France is"], params, use_tqdm=False)
+    plain = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True)
+    (ref,) = llm.generate(["The capital of France is"], plain, use_tqdm=False)
+    processor.tokenizer = processor.tokenizer.tok
+    assert out.outputs[0].token_ids == ref.outputs[0].token_ids and out.outputs[0].text == ref.outputs[0].text
+    assert len(out.outputs[0].token_ids) == 64 and max(sizes[:-1]) <= 8, sizes  # the last: ref's one full decode

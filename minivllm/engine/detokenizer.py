@@ -1,4 +1,5 @@
-"""Incremental detokenization: the text each step adds to a stream (§11.9).
+"""Incremental detokenization: the text each step adds to a request (§11.9): the server's streams and the
+output processor's stop-string check (which then costs O(new tokens) per step, not O(text so far)).
 
 Mirrors ``vllm/v1/engine/detokenizer.py`` (``IncrementalDetokenizer``) and the offset rule of
 ``vllm/transformers_utils/detokenizer_utils.py`` (``detokenize_incrementally``): decode a small
