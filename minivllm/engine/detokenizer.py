@@ -30,7 +30,8 @@ class IncrementalDetokenizer:
 
     @staticmethod
     def _decode(tokenizer: Any, ids: list[int]) -> str:
-        return tokenizer.decode(ids, skip_special_tokens=True)
+        text: str = tokenizer.decode(ids, skip_special_tokens=True)
+        return text
 
     def update(self, new_token_ids: list[int], finished: bool = False) -> str:
         """Add tokens; return the text they complete ("" when held back or without a tokenizer)."""
