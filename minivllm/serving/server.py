@@ -28,7 +28,7 @@ from minivllm.engine import arg_utils
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.serving import demo_chats, demo_routes
 from minivllm.serving.admin_guard import AdminGuard, AdminLimits, allowed_hosts
-from minivllm.serving.async_engine import SHUTTING_DOWN, AsyncEngine, EngineDeadError
+from minivllm.serving.async_engine import AsyncEngine, EngineDeadError
 from minivllm.serving.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from minivllm.serving.metrics.loggers import PrometheusStatLogger
 from minivllm.serving.protocol import (
@@ -40,7 +40,7 @@ from minivllm.serving.protocol import (
     install_error_handlers,
 )
 from minivllm.serving.request_caps import DEFAULT_MAX_CHAT_MESSAGES, CapsContext, DemoLimits, RequestCaps
-from minivllm.serving.server_args import build_parser, check_server_args, request_caps
+from minivllm.serving.server_args import add_request_cap_args, check_server_args, request_caps
 from minivllm.serving.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
 
 logger = logging.getLogger("minivllm.entrypoints")
@@ -95,7 +95,7 @@ def build_app(
 
     @app.exception_handler(EngineDeadError)
     async def engine_dead(_: Request, e: EngineDeadError) -> JSONResponse:
-        code = "server_shutting_down" if str(e) == SHUTTING_DOWN else "engine_dead"
+        code = "server_shutting_down" if engine.closing and engine.dead is None else "engine_dead"
         return error_response(APIError(str(e), status=503, code=code))
 
     @app.get("/health")
@@ -165,6 +165,41 @@ def template_tokens_per_message(tokenizer: Any) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False))
 
     return max(1, size(2) - size(1))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m minivllm serve", description=__doc__.splitlines()[0])
+    p.add_argument("--served-model-name", default=None, help="the name clients send as 'model' (default: --model)")
+    p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
+    p.add_argument("--port", type=int, default=8000)
+    arg_utils.add_engine_args(p)  # --model and every other engine flag, vLLM's names
+    add_request_cap_args(p)  # the caps on one request, /demo/chats' bounds (``server_args``)
+    p.add_argument(
+        "--max-trace-steps",
+        type=int,
+        default=4_000,
+        help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)",
+    )
+    p.add_argument(
+        "--max-request-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="larger request bodies are refused (413) before they are read",
+    )
+    admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")
+    admin.add_argument("--disable-admin", action="store_true", help="switch /admin off (404)")
+    admin.add_argument(
+        "--admin-token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)",
+    )
+    admin.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
+    )
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
 
 
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:

@@ -1,10 +1,10 @@
-"""The flags of ``python -m minivllm serve`` and their checks at start-up (§11.9).
+"""The caps flags of ``python -m minivllm serve`` and the checks of every server flag at start-up (§11.9).
 
-vLLM's engine flags come from ``minivllm.engine.arg_utils`` (``vllm/engine/arg_utils.py``); the server's own
-(``vllm/entrypoints/openai/cli_args.py``: host, port, ...) are here, with minivllm's additions: the admin
-endpoints, the body limit and the caps on one request (``request_caps``). Every flag is checked before the
-model loads: a flag out of range stops the start with a message naming it (``--max-request-body-bytes 0``
-used to start and then answer every request, /health too, with a plain-text 500).
+vLLM's engine flags come from ``minivllm.engine.arg_utils`` (``vllm/engine/arg_utils.py``), the server's own
+from ``server.build_parser``; the caps on one request (``request_caps``, not in vLLM) are added here. Every
+server flag is checked before the model loads: a flag out of range stops the start with a message naming it
+(``--max-request-body-bytes 0`` used to start and then answer every request, /health too, with a plain-text
+500).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from minivllm.engine import arg_utils
-from minivllm.serving.body_limit import DEFAULT_MAX_BODY_BYTES
 from minivllm.serving.request_caps import (
     DEFAULT_MAX_STOP_STRING_LEN,
     DEFAULT_MAX_STOP_STRINGS,
@@ -23,37 +21,8 @@ from minivllm.serving.request_caps import (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    description = "an OpenAI-compatible HTTP server over one LLMEngine (§11.9)"
-    p = argparse.ArgumentParser(prog="python -m minivllm serve", description=description)
-    p.add_argument("--served-model-name", default=None, help="the name clients send as 'model' (default: --model)")
-    p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
-    p.add_argument("--port", type=int, default=8000)
-    arg_utils.add_engine_args(p)  # --model and every other engine flag, vLLM's names
-    p.add_argument(
-        "--max-trace-steps",
-        type=int,
-        default=4_000,
-        help="bound on the steps the trace keeps (/admin/state, /admin/trace; /metrics does not need them)",
-    )
-    p.add_argument(
-        "--max-request-body-bytes",
-        type=int,
-        default=DEFAULT_MAX_BODY_BYTES,
-        help="larger request bodies are refused (413) before they are read",
-    )
-    admin = p.add_argument_group("the /admin endpoints (runtime scheduler settings, state, trace; the demo page)")
-    admin.add_argument("--disable-admin", action="store_true", help="switch /admin off (404)")
-    admin.add_argument(
-        "--admin-token",
-        default=None,
-        help="require 'Authorization: Bearer TOKEN' on /admin (the demo page: open /?admin_token=TOKEN)",
-    )
-    admin.add_argument(
-        "--allowed-hosts",
-        default=None,
-        help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
-    )
+def add_request_cap_args(p: argparse.ArgumentParser) -> None:
+    """The flags that bound one request's work (``request_caps``) and ``/demo/chats``."""
     caps = p.add_argument_group("bounds on one request (refused with a 400 naming the field, before any work)")
     caps.add_argument(
         "--max-stop-token-ids",
@@ -98,8 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=DemoLimits.max_answers,
         help="answers per chat of one /demo/chats stream with repeat (default %(default)s)",
     )
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    return p  # fmt: skip
 
 
 FLAG_RANGES = {  # server flag -> (lowest, highest) allowed; None: no bound
