@@ -190,7 +190,7 @@ def check_stop(request: Request, max_model_len: int) -> bool:
     if not params.ignore_eos and last == request.eos_token_id:
         request.status = RequestStatus.FINISHED_STOPPED
         return True
-    if last in params.stop_token_ids:
+    if last in params.stop_token_id_set:  # a set: O(1), however many stop ids the request sent
         request.status = RequestStatus.FINISHED_STOPPED
         request.stop_reason = last
         return True

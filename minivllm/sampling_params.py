@@ -144,11 +144,15 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     logit_bias: dict[int, float] | None = None
     allowed_token_ids: list[int] | None = None
+    # ``stop_token_ids`` as a set, so that ``check_stop`` costs O(1) per token whatever the list's length
+    # (minivllm addition; vLLM keeps the list, its server bounds nothing).
+    stop_token_id_set: frozenset[int] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._verify()
         self._check_stop()
         self._refuse_unsupported()
+        self.stop_token_id_set = frozenset(self.stop_token_ids)
 
     def _check_stop(self) -> None:
         """``stop``: None, one string or a list of non-empty strings (kept as a list; the engine checks them)."""

@@ -6,8 +6,9 @@ tokens, detokenizes, checks stop strings (``minivllm.engine.stop_strings``), fil
 and marks finishes. It never touches the Scheduler: a request a stop string ended is returned in
 ``reqs_to_abort`` and the engine finishes it through ``Scheduler.finish_requests``, as vLLM's engine does.
 
-Deviations: vLLM's processor decodes incrementally and its metrics live in ``IterationStats``; here the
-whole completion is decoded (stop strings, finishes) and the times are the step's, on the engine's clock.
+Deviations: vLLM's metrics live in ``IterationStats``; here the times are the step's, on the engine's clock.
+Requests with stop strings are decoded incrementally after every step (as vLLM's detokenizer does); the
+others once, when they finish.
 A stop string also marks the :class:`EngineCoreOutput` it ends (finish_reason "stop", the string), so that
 the trace the engine records next sees the request finish in this step.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from minivllm.engine.detokenizer import IncrementalDetokenizer
 from minivllm.engine.stop_strings import StopStringChecker, checker_for
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
@@ -35,6 +37,8 @@ class RequestState:
 
     output: RequestOutput
     stop_checker: StopStringChecker | None = None  # only for requests with stop strings
+    include_stop_str_in_output: bool = False  # a stop token's text stays in the text too (vLLM's flag)
+    detokenizer: IncrementalDetokenizer | None = None  # requests with stop strings: their text, step by step
     first_scheduled_time: float | None = None  # start of the step that first admitted it
     num_cached_tokens: int = 0  # prefix-cache hit tokens at that admission
     first_token_time: float | None = None
@@ -49,6 +53,12 @@ class OutputProcessorOutput:
     reqs_to_abort: list[str] = field(default_factory=list)
 
 
+def stopped_by_token(finished: bool, finish_reason: str | None, stop_reason: object, include_in_output: bool) -> bool:
+    """True when the request's last token stopped it (EOS or a stop token id: finish_reason "stop" with an int or
+    no stop_reason) and its text must be left out (vLLM's ``IncrementalDetokenizer.update``, ``stop_terminated``)."""
+    return finished and finish_reason == "stop" and not isinstance(stop_reason, str) and not include_in_output
+
+
 class OutputProcessor:
     """Every request's :class:`RequestOutput`, by id, until a caller pops it."""
 
@@ -61,7 +71,10 @@ class OutputProcessor:
         self, request_id: str, prompt: str | None, prompt_token_ids: list[int], params: SamplingParams, arrival: float
     ) -> None:
         output = RequestOutput.new(request_id, prompt, list(prompt_token_ids), arrival)
-        self.request_states[request_id] = RequestState(output, checker_for(params))
+        state = RequestState(output, checker_for(params), params.include_stop_str_in_output)
+        if state.stop_checker is not None:
+            state.detokenizer = IncrementalDetokenizer(self.tokenizer)
+        self.request_states[request_id] = state
         self._outputs[request_id] = output
 
     @property
@@ -91,21 +104,30 @@ class OutputProcessor:
                 state.last_token_time = end
                 if state.first_token_time is None:
                     state.first_token_time = end
-            decoded = state.stop_checker is not None and self._check_stop_strings(state, o, result)
+            # vLLM's detokenizer leaves out the text of the token that stopped the request (EOS or a stop
+            # token id) unless include_stop_str_in_output; the token stays in token_ids.
+            drop = stopped_by_token(o.finished, o.finish_reason, o.stop_reason, state.include_stop_str_in_output)
+            decoded = state.stop_checker is not None and self._check_stop_strings(state, o, result, drop)
             self._update_metrics(state)
             if o.finished:
                 self.finish(o.request_id, o.finish_reason, o.stop_reason, end)
                 if not decoded:
-                    self.detokenize(ro)
+                    self.detokenize(ro, drop)
             result.request_outputs.append(ro)
         return result
 
-    def _check_stop_strings(self, state: RequestState, o: EngineCoreOutput, result: OutputProcessorOutput) -> bool:
+    def _check_stop_strings(
+        self, state: RequestState, o: EngineCoreOutput, result: OutputProcessorOutput, drop_last: bool
+    ) -> bool:
         """Decode the request's text (the text so far, as vLLM's cumulative output has it: the server streams
         it); if it now holds a stop string, cut the text there and end the request ("stop", the string)."""
         assert state.stop_checker is not None
         ro = state.output
-        hit = state.stop_checker.check(self.detokenize(ro))
+        assert state.detokenizer is not None  # made with the checker
+        new = o.new_token_ids[:-1] if drop_last else o.new_token_ids
+        state.detokenizer.update(list(new), finished=o.finished)  # decodes a few tokens, not the whole text
+        ro.outputs[0].text = state.detokenizer.text  # whole characters only until it finishes
+        hit = state.stop_checker.check(ro.outputs[0].text, finished=o.finished)
         if hit is not None:
             ro.outputs[0].text, stop = hit
             if not o.finished:
@@ -136,13 +158,15 @@ class OutputProcessor:
         if ro.metrics is not None:
             ro.metrics.finished_time = now
 
-    def detokenize(self, output: RequestOutput) -> str:
+    def detokenize(self, output: RequestOutput, drop_last: bool = False) -> str:
         """Set and return ``output.outputs[0].text`` (empty without a tokenizer); done for every finished
-        request, and after every step for a request with stop strings (add_request needs a tokenizer for them)."""
+        request without stop strings (those are decoded incrementally: ``_check_stop_strings``).
+        ``drop_last``: leave the last token (the stop token) out of the text."""
         if self.tokenizer is None:
             return ""
         completion = output.outputs[0]
-        text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+        ids = completion.token_ids[:-1] if drop_last else completion.token_ids
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
         assert isinstance(text, str)  # one sequence decodes to one string
         completion.text = text
         return text

@@ -7,8 +7,8 @@ stop string could still straddle) is searched. The output's text is cut where th
 after it, with ``include_stop_str_in_output``); its ``finish_reason`` is "stop" and its ``stop_reason`` the
 string. The token ids keep every generated token, including the one that completed the stop string.
 
-Deviation: the whole completion is decoded at each step a request with stop strings gets tokens (vLLM
-decodes incrementally); a request's answer is short, and requests without stop strings pay nothing.
+The text comes from an incremental detokenizer (``minivllm.engine.detokenizer``, as vLLM's), so a step
+costs O(new tokens + number of stop strings x longest stop string), whatever the length of the text.
 """
 
 from __future__ import annotations
@@ -16,21 +16,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+REPLACEMENT_CHAR = "\ufffd"  # what a decoder gives for the bytes of an unfinished character
+
 
 @dataclass
 class StopStringChecker:
-    """One request's stop strings and how much of its text has been checked."""
+    """One request's stop strings and how much of its text has been checked.
+
+    Each check searches, for each stop string ``s``, only the text the new characters can complete: from
+    ``len(s) - 1`` characters before the last check's end (vLLM's ``check_stop_strings`` window). The cost of
+    a step is O(number of stop strings x (new characters + longest stop string)), which the server bounds
+    (``--max-stop-strings``, ``--max-stop-string-len``), never O(text so far). A text that ends in U+FFFD
+    (a character whose UTF-8 bytes are not all decoded yet) is checked only up to that character until the
+    request finishes, so a stop string is matched on whole characters: "\ufffd" never matches half an "é".
+    """
 
     stops: list[str]
     include_in_output: bool = False
     checked: int = 0  # characters of the text already searched
 
-    def check(self, text: str) -> tuple[str, str] | None:
-        """(the text to return, the stop string) if ``text`` now contains a stop string, else None."""
-        longest = max(len(s) for s in self.stops)
-        start = max(0, self.checked - longest + 1)  # a stop string may straddle the last check
-        self.checked = len(text)
-        found = [(i, s) for s in self.stops if (i := text.find(s, start)) >= 0]
+    def check(self, text: str, finished: bool = False) -> tuple[str, str] | None:
+        """(the text to return, the stop string) if ``text`` now contains a stop string, else None. The earliest
+        match in the text wins (vLLM takes the first stop string of the list that matches; they differ only
+        when two stop strings complete in the same step)."""
+        end = len(text)
+        if not finished:
+            while end > self.checked and text[end - 1] == REPLACEMENT_CHAR:
+                end -= 1  # an unfinished character: wait for its last bytes
+        if end <= self.checked:
+            return None
+        found = []
+        for s in self.stops:
+            if (i := text.find(s, max(0, self.checked - len(s) + 1), end)) >= 0:
+                found.append((i, s))
+        self.checked = end
         if not found:
             return None
         i, stop = min(found)  # the earliest stop string in the text ends the request

@@ -96,11 +96,15 @@ class AdminGuard:
                     status=415,
                     code="unsupported_media_type",
                 )
+        self.check_token(request)
+
+    def check_token(self, request: Request) -> None:
+        """With ``--admin-token T``: 401 unless the request carries ``Authorization: Bearer T``."""
         if self.token is not None:
             sent = request.headers.get("authorization", "")
             if not hmac.compare_digest(sent.encode(), f"Bearer {self.token}".encode()):
                 raise APIError(
-                    "This server's /admin needs 'Authorization: Bearer <admin token>' (--admin-token).",
+                    "This server's /admin and /demo/chats need 'Authorization: Bearer <admin token>' (--admin-token).",
                     status=401,
                     code="unauthorized",
                 )

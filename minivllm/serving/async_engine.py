@@ -30,14 +30,18 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from minivllm.engine.detokenizer import IncrementalDetokenizer
 from minivllm.engine.llm_engine import LLMEngine
+from minivllm.engine.output_processor import stopped_by_token
 from minivllm.engine.stop_strings import hold_back
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
-from minivllm.serving.detokenizer import IncrementalDetokenizer
 from minivllm.serving.state_snapshot import StateSnapshots
 
 logger = logging.getLogger("minivllm.entrypoints")
+
+
+SHUTTING_DOWN = "server shutting down"
 
 
 class EngineDeadError(RuntimeError):
@@ -54,6 +58,8 @@ class Delta:
     finished: bool = False
     finish_reason: str | None = None
     error: str | None = None
+    stop_reason: int | str | None = None  # with finish_reason "stop": the stop string or stop token id (vLLM's)
+    error_status: int = 500  # the HTTP status of ``error``: 503 when the server is shutting down
 
 
 @dataclass
@@ -66,6 +72,8 @@ class _Stream:
     # stop_hold characters wait until no stop string can begin in them (vLLM's detokenizer holds them back too).
     stop_hold: int | None = None
     num_chars_sent: int = 0
+    include_stop_str_in_output: bool = False
+    ended: bool = False  # its last delta has been put (by the engine, or by ``end_streams`` at shutdown)
 
     def put(self, delta: Delta) -> None:
         try:
@@ -116,6 +124,12 @@ class AsyncEngine:
     dead: str | None = field(default=None, init=False)  # why the loop stopped, once it has
     _thread: threading.Thread | None = field(default=None, init=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    # Shutdown (SIGTERM): new requests are refused at once; those in flight get ``shutdown_grace_s`` to finish,
+    # then end with the "server shutting down" error (``end_streams``, from the event loop, so a long step in
+    # progress cannot delay it past uvicorn's own graceful-shutdown timeout).
+    closing: bool = field(default=False, init=False)
+    num_ended_at_shutdown: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)  # guards _streams
 
     # ------------------------------------------------------------------ asyncio side
     def start(self) -> None:
@@ -141,6 +155,30 @@ class AsyncEngine:
     def _check_alive(self) -> None:
         if self.dead is not None:
             raise EngineDeadError(f"the engine loop has stopped: {self.dead}")
+        if self.closing:
+            raise EngineDeadError(SHUTTING_DOWN)
+
+    async def close(self, grace_s: float) -> int:
+        """Stop taking requests; let those in flight finish for up to ``grace_s`` seconds, then end the rest with
+        the "server shutting down" error (each stream's last delta) and abort them. Returns how many were ended."""
+        with self._lock:
+            self.closing = True
+        deadline = time.perf_counter() + grace_s
+        while self._streams and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+        return self.end_streams(SHUTTING_DOWN)
+
+    def end_streams(self, message: str) -> int:
+        """From any thread: every open stream gets its last delta (``message``, 503) and its request an abort."""
+        with self._lock:
+            streams = [(r, s) for r, s in self._streams.items() if not s.ended]
+            for _, stream in streams:
+                stream.ended = True
+        for request_id, stream in streams:
+            stream.put(Delta("", [], stream.num_sent, True, "abort", error=message, error_status=503))
+            self.abort(request_id)
+        self.num_ended_at_shutdown += len(streams)
+        return len(streams)
 
     async def call(self, fn: Callable[[LLMEngine], Any]) -> Any:
         """Run ``fn(engine)`` on the engine thread between two steps; return its result (or raise)."""
@@ -164,6 +202,7 @@ class AsyncEngine:
         arrival = time.perf_counter() - self.clock_offset
         stream = _Stream(asyncio.Queue(), asyncio.get_running_loop(), IncrementalDetokenizer(self.engine.tokenizer))
         stream.stop_hold = hold_back(params)
+        stream.include_stop_str_in_output = params.include_stop_str_in_output
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._inbox.put(
             _Command("add", (request_id, prompt_token_ids, params, priority, arrival, stream, cache_salt), future)
@@ -202,7 +241,7 @@ class AsyncEngine:
         except BaseException as e:
             logger.exception("the engine loop stopped")
             self.dead = f"{type(e).__name__}: {e}"
-        self._fail_all("server shutting down" if self.dead is None else f"the engine loop stopped: {self.dead}")
+        self._fail_all(SHUTTING_DOWN if self.dead is None else f"the engine loop stopped: {self.dead}")
         self._fail_inbox()
         if self.dead is not None and self.on_dead is not None:
             self.on_dead(self.dead)
@@ -233,14 +272,20 @@ class AsyncEngine:
         try:
             if cmd.kind == "add":
                 request_id, ids, params, priority, arrival, stream, salt = cmd.args
-                engine.add_request(request_id, ids, params, arrival_time=arrival, priority=priority, cache_salt=salt)
-                self._streams[request_id] = stream
+                with self._lock:  # with ``close``: a request is refused, or in _streams when it ends them
+                    if self.closing:
+                        raise EngineDeadError(SHUTTING_DOWN)
+                    engine.add_request(
+                        request_id, ids, params, arrival_time=arrival, priority=priority, cache_salt=salt
+                    )
+                    self._streams[request_id] = stream
                 result = None
             elif cmd.kind == "abort":
                 (request_id,) = cmd.args
                 engine.abort_request(request_id)
                 engine.output_processor.pop_output(request_id)
-                self._streams.pop(request_id, None)
+                with self._lock:
+                    self._streams.pop(request_id, None)
                 result = None
             else:
                 result = cmd.args[0](engine)
@@ -258,25 +303,32 @@ class AsyncEngine:
                 cmd = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            cmd.settle(error=EngineDeadError(self.dead or "server shutting down"))
+            cmd.settle(error=EngineDeadError(self.dead or SHUTTING_DOWN))
 
     def _dispatch(self, out: RequestOutput) -> None:
         stream = self._streams.get(out.request_id)
-        if stream is None:
+        if stream is None or stream.ended:
             return
         completion = out.outputs[0]
         new_ids = completion.token_ids[stream.num_sent :]
         stream.num_sent = len(completion.token_ids)
         if stream.stop_hold is None:
-            text = stream.detokenizer.update(new_ids, finished=out.finished)
+            drop = stopped_by_token(
+                out.finished, completion.finish_reason, completion.stop_reason, stream.include_stop_str_in_output
+            )  # the stop token's text is left out, as vLLM's detokenizer does
+            text = stream.detokenizer.update(new_ids[:-1] if drop else new_ids, finished=out.finished)
         else:
             text = self._stop_string_text(stream, completion.text, out.finished)
         # An abort the engine decided (a failed step, a grammar that failed) carries its reason.
         reason = completion.stop_reason
         error = reason if completion.finish_reason == "abort" and isinstance(reason, str) else None
-        stream.put(Delta(text, new_ids, stream.num_sent, out.finished, completion.finish_reason, error=error))
+        stop_reason = reason if completion.finish_reason == "stop" else None
+        delta = Delta(text, new_ids, stream.num_sent, out.finished, completion.finish_reason, error, stop_reason)
+        stream.put(delta)
         if out.finished:
-            del self._streams[out.request_id]
+            stream.ended = True
+            with self._lock:
+                del self._streams[out.request_id]
             self.engine.output_processor.pop_output(out.request_id)
 
     @staticmethod
@@ -292,11 +344,15 @@ class AsyncEngine:
         return text
 
     def _fail_all(self, message: str) -> None:
-        for request_id, stream in list(self._streams.items()):
+        with self._lock:
+            streams = list(self._streams.items())
+            self._streams.clear()
+        for request_id, stream in streams:
             try:
                 self.engine.abort_request(request_id)
             except Exception:  # the engine may be what failed: the streams must end all the same
                 logger.exception("abort of %s failed", request_id)
             self.engine.output_processor.pop_output(request_id)
-            stream.put(Delta("", [], stream.num_sent, True, "abort", error=message))
-        self._streams.clear()
+            if not stream.ended:
+                status = 503 if message == SHUTTING_DOWN else 500
+                stream.put(Delta("", [], stream.num_sent, True, "abort", error=message, error_status=status))

@@ -19,6 +19,11 @@ chats stream for the whole scene. SSE events (``data: {json}``):
 * ``data: [DONE]`` once no chat is left (never, with ``repeat``, while the engine runs).
 
 Closing the connection aborts every chat's request (no KV block stays held).
+
+Bounded (``DemoLimits``, flags ``--demo-max-connections`` and ``--demo-max-answers``): a stream past the
+connection bound is refused (429), and with ``repeat`` each chat stops after its last allowed answer (the
+stream then ends with ``[DONE]``). With ``--admin-token`` the request must carry ``Authorization: Bearer
+TOKEN``, as ``/admin`` does: every chat holds an engine slot.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -56,6 +62,15 @@ async def demo_chats(body: DemoChatsRequest, raw: Request) -> StreamingResponse:
     """Every chat is validated before the first byte is sent: one bad chat refuses the whole request (400,
     ``param`` ``chats.<i>.<field>``), so the page sees the mistake instead of a missing pane."""
     state: ServerState = raw.app.state.minivllm
+    state.admin_guard.check_token(raw)
+    limits = state.demo_limits
+    if state.demo_connections >= limits.max_connections:
+        raise APIError(
+            f"/demo/chats already has {state.demo_connections} stream(s) open; this server allows "
+            f"{limits.max_connections} at once (--demo-max-connections).",
+            status=429,
+            code="too_many_requests",
+        )
     prepared = []
     for i, chat in enumerate(body.chats):
         try:
@@ -63,7 +78,9 @@ async def demo_chats(body: DemoChatsRequest, raw: Request) -> StreamingResponse:
         except APIError as e:
             param = f"chats.{i}" + (f".{e.param}" if e.param else "")
             raise APIError(f"chats[{i}]: {e.message}", param, e.status, e.code) from e
-    events = _events(state, prepared, [c.priority for c in body.chats], body.repeat)
+    slot = _Slot(state)  # released when the stream ends, or when it is dropped unread (a client gone at once)
+    events = _events(state, prepared, [c.priority for c in body.chats], body.repeat, slot)
+    weakref.finalize(events, slot.release)
     return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
@@ -79,6 +96,19 @@ def _data(obj: Any) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
+class _Slot:
+    """One of the ``max_connections`` /demo/chats streams, released once."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state, self.held = state, True
+        state.demo_connections += 1
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.state.demo_connections -= 1
+
+
 async def _chat(state: ServerState, i: int, p: Prepared, priority: int, repeat: bool, out: asyncio.Queue) -> None:
     """One chat's answers, put on ``out`` as SSE events. Cancelled when the client goes away: the stream
     being closed aborts the request in progress (``AsyncEngine.generate``)."""
@@ -91,21 +121,21 @@ async def _chat(state: ServerState, i: int, p: Prepared, priority: int, repeat: 
             async with aclosing(stream):
                 async for delta in stream:
                     if delta.error:
-                        out.put_nowait(_data({**head, **APIError(delta.error, status=500).body()}))
+                        out.put_nowait(_data({**head, **APIError(delta.error, status=delta.error_status).body()}))
                         return
                     out.put_nowait(_data({**head, "text": delta.text, "finish_reason": delta.finish_reason}))
         except (ValueError, EngineDeadError) as e:  # the engine refused it, or stopped
             status = 503 if isinstance(e, EngineDeadError) else 400
             out.put_nowait(_data({**head, **APIError(str(e), "messages", status).body()}))
             return
-        if not repeat:
+        if not repeat or answer + 1 >= state.demo_limits.max_answers:
             return
         answer += 1
         p = _next_answer(p)
 
 
 async def _events(
-    state: ServerState, prepared: list[Prepared], priorities: list[int], repeat: bool
+    state: ServerState, prepared: list[Prepared], priorities: list[int], repeat: bool, slot: _Slot
 ) -> AsyncIterator[str]:
     """The merged SSE body. Starlette cancels it when the client disconnects; the chats are cancelled then."""
     out: asyncio.Queue[str | None] = asyncio.Queue()
@@ -123,5 +153,6 @@ async def _events(
                 yield event
         yield "data: [DONE]\n\n"
     finally:  # no await here: a cancelled scope would cancel it again; each task aborts its own request
+        slot.release()
         for t in tasks:
             t.cancel()

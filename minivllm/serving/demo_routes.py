@@ -43,6 +43,7 @@ PASSAGE = (
 )
 
 MAX_TRACE_PAGE = 1000  # requests per /admin/trace page
+MAX_TRACE_OFFSET = 2**31 - 1  # far more requests than a trace keeps
 
 
 def guarded(raw: Request) -> None:
@@ -139,8 +140,8 @@ async def get_trace(raw: Request, request_ids: str | None = None, offset: int = 
     (``next_offset`` is the next page's, null after the last); ``request_ids=a,b`` picks requests by id."""
     if not 1 <= limit <= MAX_TRACE_PAGE:
         raise APIError(f"limit must be in [1, {MAX_TRACE_PAGE}], got {limit}.", "limit")
-    if offset < 0:
-        raise APIError(f"offset must be at least 0, got {offset}.", "offset")
+    if not 0 <= offset <= MAX_TRACE_OFFSET:  # itertools.islice takes at most sys.maxsize: a 500 before
+        raise APIError(f"offset must be in [0, {MAX_TRACE_OFFSET}], got {offset}.", "offset")
     wanted = request_ids.split(",") if request_ids else None
     if wanted is not None and len(wanted) > MAX_TRACE_PAGE:
         raise APIError(f"request_ids names at most {MAX_TRACE_PAGE} requests, got {len(wanted)}.", "request_ids")

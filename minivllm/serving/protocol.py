@@ -20,37 +20,25 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from minivllm.sampling_params import SamplingParams
+from minivllm.serving.errors import APIError
+from minivllm.serving.request_caps import check_messages, check_prompt, check_sampling_fields
 
 logger = logging.getLogger("minivllm.entrypoints")
 SCALARS = (bool, int, float, str, type(None))
 # A float field: ints are fine (temperature 1), bools and strings are not, nor NaN / inf.
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-
-
-class APIError(Exception):
-    """An error that becomes an OpenAI-style JSON body: {"error": {"message", "type", "param", "code"}}."""
-
-    def __init__(
-        self,
-        message: str,
-        param: str | None = None,
-        status: int = 400,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message, self.param, self.status, self.headers = message, param, status, headers
-        self.code = code or {404: "model_not_found"}.get(status, self.type)
-
-    @property
-    def type(self) -> str:
-        return "invalid_request_error" if 400 <= self.status < 500 else "server_error"
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -121,6 +109,18 @@ class _SamplingFields(BaseModel):
     # vLLM 0.9+: prefix-cache blocks are shared only between requests with the same salt (tenants).
     cache_salt: Any = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _caps(cls, body: Any) -> Any:
+        """The server's caps (``request_caps``) on the raw JSON, before any field is built."""
+        check_sampling_fields(body)
+        return body
+
+    @field_validator("stop", "model", "user")
+    @classmethod
+    def _plain_text(cls, value: Any, info: Any) -> Any:
+        return _valid_text(value, info.field_name)
+
     @field_validator("guided_choice")
     @classmethod
     def _guided_choice_text(cls, value: Any) -> Any:
@@ -145,6 +145,12 @@ class CompletionRequest(_SamplingFields):
     logprobs: StrictInt | None = None
     echo: StrictBool = False
     suffix: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_caps(cls, body: Any) -> Any:
+        check_prompt(body)
+        return body
 
     @field_validator("prompt", mode="wrap")
     @classmethod
@@ -195,6 +201,7 @@ class ChatMessage(BaseModel):
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 if kind != "text":
                     raise ValueError(f"only text content parts are supported (type 'text'), got {_short(kind)}.")
+                _valid_text(part.get("text"), "messages")  # before the union hides why it failed
         elif value is not None and not isinstance(value, str):
             raise ValueError(f"message content must be a string or a list of text parts, got {type(value).__name__}.")
         return _valid_text(handler(value), "messages")
@@ -215,6 +222,13 @@ class ChatCompletionRequest(_SamplingFields):
     logprobs: StrictBool = False
     top_logprobs: StrictInt | None = None
     tools: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _message_caps(cls, body: Any) -> Any:
+        """How many messages and characters, before 200,000 of them are built one by one."""
+        check_messages(body)
+        return body
 
 
 UNSUPPORTED = {  # field -> (is it set to something minivllm cannot do?, why)

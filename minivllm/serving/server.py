@@ -14,6 +14,7 @@ application/json' -d '{"prompt": "Hello", "max_tokens": 16, "stream": true}'``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import time
@@ -38,6 +39,8 @@ from minivllm.serving.protocol import (
     error_response,
     install_error_handlers,
 )
+from minivllm.serving.request_caps import DEFAULT_MAX_CHAT_MESSAGES, CapsContext, DemoLimits, RequestCaps
+from minivllm.serving.server_args import add_request_cap_args, check_server_args, request_caps
 from minivllm.serving.serving import FALLBACK_CHAT_TEMPLATE, ServerState, max_prompt_chars, serve
 
 logger = logging.getLogger("minivllm.entrypoints")
@@ -48,6 +51,8 @@ def build_app(
     model_name: str,
     admin_guard: AdminGuard | None = None,
     max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    caps: RequestCaps | None = None,
+    demo_limits: DemoLimits | None = None,
 ) -> FastAPI:
     """The ASGI app around a (not yet started) AsyncEngine; the engine thread runs while the app does."""
     llm = engine.engine
@@ -59,6 +64,7 @@ def build_app(
             f"must be set (got {max_model_len}, {budget}, {max_num_seqs})."
         )
     limits = Limits(max_model_len, llm.vocab_size)
+    caps = model_caps(caps or RequestCaps(), llm.tokenizer, max_model_len)
     admin_limits = AdminLimits.from_start(budget, max_num_seqs, max_model_len)
     state = ServerState(
         engine,
@@ -68,7 +74,8 @@ def build_app(
         int(time.time()),
         admin_limits,
         admin_guard=admin_guard or AdminGuard(),
-        max_prompt_chars=max_prompt_chars(llm.tokenizer, max_model_len),
+        max_prompt_chars=caps.max_prompt_chars,
+        demo_limits=demo_limits or DemoLimits(),
     )
     if sc.enable_chunked_prefill:
         state.chunked_budget = budget
@@ -88,7 +95,8 @@ def build_app(
 
     @app.exception_handler(EngineDeadError)
     async def engine_dead(_: Request, e: EngineDeadError) -> JSONResponse:
-        return error_response(APIError(str(e), status=503, code="engine_dead"))
+        code = "server_shutting_down" if engine.closing and engine.dead is None else "engine_dead"
+        return error_response(APIError(str(e), status=503, code=code))
 
     @app.get("/health")
     async def health() -> Response:
@@ -131,7 +139,32 @@ def build_app(
     app.include_router(demo_chats.router)
     app.include_router(demo_routes.admin)
     app.add_middleware(BodySizeLimit, max_bytes=max_request_body_bytes)
+    app.add_middleware(CapsContext, caps=caps)  # the request models check these caps on the raw JSON
     return app
+
+
+def model_caps(caps: RequestCaps, tokenizer: Any, max_model_len: int) -> RequestCaps:
+    """``caps`` with the model's defaults filled in where the flags left them out: the characters no longer
+    text fits in, the messages no more of fit in max_model_len (each costs the template's tokens)."""
+    chars = caps.max_prompt_chars if caps.max_prompt_chars is not None else max_prompt_chars(tokenizer, max_model_len)
+    messages = caps.max_chat_messages
+    if messages == DEFAULT_MAX_CHAT_MESSAGES and tokenizer is not None:
+        messages = max(1, max_model_len // template_tokens_per_message(tokenizer))
+    return dataclasses.replace(
+        caps, max_prompt_chars=chars, max_chat_messages=messages, max_prompt_tokens=max_model_len - 1
+    )
+
+
+def template_tokens_per_message(tokenizer: Any) -> int:
+    """The tokens one more empty user message adds to a templated chat (at least 1)."""
+    template = None if getattr(tokenizer, "chat_template", None) else FALLBACK_CHAT_TEMPLATE
+
+    def size(n: int) -> int:
+        msgs = [{"role": "user", "content": ""}] * n
+        text = tokenizer.apply_chat_template(msgs, chat_template=template, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    return max(1, size(2) - size(1))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines")
     p.add_argument("--port", type=int, default=8000)
     arg_utils.add_engine_args(p)  # --model and every other engine flag, vLLM's names
+    add_request_cap_args(p)  # the caps on one request, /demo/chats' bounds (``server_args``)
     p.add_argument(
         "--max-trace-steps",
         type=int,
@@ -179,12 +213,15 @@ def build_server(args: argparse.Namespace, engine: AsyncEngine, **config: Any) -
     """The uvicorn server for ``serve``'s flags (``config`` overrides uvicorn settings, e.g. ``port=0``).
     Streams still open at SIGTERM get 5 s, then the engine fails them ("server shutting down"); a dead
     engine makes the server exit instead of lingering with a 503."""
-    import uvicorn
+    from minivllm.serving import lifecycle
 
+    check_server_args(args)
     guard = AdminGuard(not args.disable_admin, args.admin_token, allowed_hosts(args.allowed_hosts, args.host))
-    app = build_app(engine, args.served_model_name or args.model, guard, args.max_request_body_bytes)
-    settings = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
-    server = uvicorn.Server(uvicorn.Config(app, **{**settings, **config}))
+    demo = DemoLimits(args.demo_max_connections, args.demo_max_answers)
+    name = args.served_model_name or args.model
+    app = build_app(engine, name, guard, args.max_request_body_bytes, request_caps(args), demo)
+    settings = dict(host=args.host, port=args.port, log_level=args.log_level)
+    server = lifecycle.build(app, engine, args.admin_token is not None, **{**settings, **config})
     engine.on_dead = lambda why: setattr(server, "should_exit", True)
     return server
 
@@ -194,6 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
+        check_server_args(args)  # before the model loads
         engine = build_engine(args)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))

@@ -32,6 +32,7 @@ from minivllm.serving.protocol import (
     check_token_ids,
     completion_prompt,
 )
+from minivllm.serving.request_caps import DemoLimits, message_chars
 
 # Used only when the tokenizer has no chat template (e.g. the tiny test models); logged at start-up.
 FALLBACK_CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
@@ -48,6 +49,8 @@ class ServerState:
     chunked_budget: int = 256  # what the demo's "chunked" switch restores when the server started unchunked
     admin_guard: AdminGuard = field(default_factory=AdminGuard)
     max_prompt_chars: int | None = None  # longer text cannot fit in max_model_len tokens: refused untokenized
+    demo_limits: DemoLimits = field(default_factory=DemoLimits)
+    demo_connections: int = 0  # /demo/chats streams open now
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
@@ -86,7 +89,7 @@ def chat_prompt_ids(state: ServerState, req: ChatCompletionRequest) -> list[int]
     messages = [{"role": m.role, "content": m.text} for m in req.messages]
     if not messages:
         raise APIError("messages must not be empty.", "messages")
-    check_prompt_chars(state, sum(len(m["content"]) for m in messages), "messages")
+    check_prompt_chars(state, message_chars(messages), "messages")  # roles count too: empty messages cost tokens
     template = None if getattr(tok, "chat_template", None) else FALLBACK_CHAT_TEMPLATE
     text = tok.apply_chat_template(messages, chat_template=template, add_generation_prompt=True, tokenize=False)
     return list(tok.encode(text, add_special_tokens=False))
@@ -162,12 +165,13 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
         return Response(status_code=499)
     text, last = result
     if last.error:
-        raise APIError(last.error, status=500)
+        raise APIError(last.error, status=last.error_status)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": last.finish_reason}
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
     else:
-        choice.update(text=text, stop_reason=None)
+        choice["text"] = text
+    choice["stop_reason"] = last.stop_reason  # vLLM's: the stop string or stop token id that ended it
     obj = "chat.completion" if chat else "text_completion"
     usage = _usage(len(ids), last.num_output_tokens)
     return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage})
@@ -189,6 +193,7 @@ def _chunk(base: dict[str, Any], chat: bool, delta: Delta) -> dict[str, Any]:
         choice["delta"] = {"content": delta.text}
     else:
         choice["text"] = delta.text
+    choice["stop_reason"] = delta.stop_reason  # null until the last chunk, as vLLM streams it
     return {**base, "object": "chat.completion.chunk" if chat else "text_completion", "choices": [choice]}
 
 
@@ -212,7 +217,7 @@ async def _sse(
         delta = first
         while True:
             if delta.error:
-                yield _data(APIError(delta.error, status=500).body())
+                yield _data(APIError(delta.error, status=delta.error_status).body())
                 break
             yield _data(_chunk(base, chat, delta))
             if delta.finished:

@@ -69,3 +69,67 @@ def test_stop_strings_need_a_tokenizer(tiny_qwen2):
     with pytest.raises(ValueError, match="stop strings need a tokenizer"):
         engine.add_request("r", [5, 6, 7], SamplingParams(stop=["x"]))
     assert not engine.has_unfinished_requests()
+
+
+def test_a_stop_string_is_matched_on_whole_characters_only():
+    """Issue 30, finding 8: the decode of a half-done UTF-8 character ends in U+FFFD, and the stop string
+    "\\ufffd" matched it and stopped the request early. Now the unfinished end waits for its last bytes."""
+    c = StopStringChecker(["\ufffd"])
+    assert c.check("ab\ufffd") is None  # "é" half decoded
+    assert c.check("abé") is None and c.check("abé d") is None
+    assert c.check("abé d\ufffd\ufffd") is None
+    assert c.check("abé d\ufffd\ufffd", finished=True) == ("abé d", "\ufffd")  # the text ended there: it counts
+    real = StopStringChecker(["\ufffd"])
+    assert real.check("x\ufffdy") == ("x", "\ufffd")  # a real U+FFFD inside the text still matches
+
+
+def test_each_check_searches_only_what_the_new_text_can_complete():
+    """A stop string that ended before the last check's window is not found again, and the window begins
+    len(stop) - 1 characters before the new text (vLLM's check_stop_strings)."""
+    c = StopStringChecker(["abc", "z"])
+    assert c.check("xxab") is None
+    assert c.check("xxabc") == ("xx", "abc")  # straddles the checks
+    c = StopStringChecker(["abc"])
+    c.checked = 10  # as if the first 10 characters were searched
+    assert c.check("abc" + "-" * 7 + "q") is None  # "abc" lies wholly before the window
+
+
+def test_stop_strings_and_ids_are_bounded_by_count_not_by_the_text():
+    """Per-step stop checks: stop token ids as a set (O(1) per token), stop strings over a window."""
+    from minivllm.request import Request, check_stop
+
+    params = SamplingParams(max_tokens=8, stop_token_ids=list(range(100, 100_100)), ignore_eos=True)
+
+    class NoScan(list):
+        def __contains__(self, item):
+            raise AssertionError("check_stop scanned the stop_token_ids list")
+
+    params.stop_token_ids = NoScan(params.stop_token_ids)
+    req = Request("r", [1, 2], params, eos_token_id=0)
+    req.append_output_token_ids(100_050)
+    assert check_stop(req, 256) and req.stop_reason == 100_050
+
+
+@pytest.mark.slow
+def test_a_step_decodes_only_the_new_tokens_of_a_request_with_stop_strings(llm):
+    """Issue 30: the whole completion was decoded after every step of a request with stop strings (O(text) per
+    step, O(text^2) in all); now an incremental detokenizer decodes a window of a few tokens per step."""
+    processor = llm.engine.output_processor
+    sizes: list[int] = []
+
+    class Counting:
+        def __init__(self, tok):
+            self.tok = tok
+
+        def decode(self, ids, **kw):
+            sizes.append(len(ids))
+            return self.tok.decode(ids, **kw)
+
+    processor.tokenizer = Counting(processor.tokenizer)
+    params = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True, stop=["\x00never"])
+    (out,) = llm.generate(["The capital of France is"], params, use_tqdm=False)
+    plain = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True)
+    (ref,) = llm.generate(["The capital of France is"], plain, use_tqdm=False)
+    processor.tokenizer = processor.tokenizer.tok
+    assert out.outputs[0].token_ids == ref.outputs[0].token_ids and out.outputs[0].text == ref.outputs[0].text
+    assert len(out.outputs[0].token_ids) == 64 and max(sizes[:-1]) <= 8, sizes  # the last: ref's one full decode

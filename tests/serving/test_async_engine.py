@@ -8,9 +8,9 @@ import random
 
 import pytest
 
+from minivllm.engine.detokenizer import IncrementalDetokenizer
 from minivllm.sampling_params import SamplingParams
 from minivllm.serving.async_engine import AsyncEngine
-from minivllm.serving.detokenizer import IncrementalDetokenizer
 
 
 @pytest.fixture(scope="module")

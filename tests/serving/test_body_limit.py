@@ -82,5 +82,6 @@ def test_a_text_that_cannot_fit_max_model_len_is_refused_untokenized(srv, server
     resp, loop_cpu = asyncio.run(refused_beside_a_stream(srv, send))
     err = resp.json()["error"]
     assert resp.status_code == 400 and err["param"] == ("prompt" if route == "completions" else "messages")
-    assert "maximum context length is 256" in err["message"] and "800000 characters" in err["message"]  # untokenized
+    chars = "800000 characters" if route == "completions" else "800004 characters (roles and contents)"
+    assert "maximum context length is 256" in err["message"] and chars in err["message"]  # untokenized
     assert loop_cpu < LOOP_CPU_BOUND_S, loop_cpu

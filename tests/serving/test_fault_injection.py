@@ -23,7 +23,7 @@ import pytest
 
 from minivllm.core.rollback import RequestError
 from tests.helpers.faulty_runner import inject
-from tests.helpers.server import running_server, stream, wait_idle
+from tests.helpers.server import HANG_S, TINY_SERVER_FLAGS, running_server, stream, wait_idle
 
 FLAGS = ("--max-model-len", "256", "--num-gpu-blocks", "40", "--max-num-batched-tokens", "48", "--max-num-seqs", "8")
 GOOD = [
@@ -182,3 +182,88 @@ def test_a_client_gone_while_its_request_is_queued_does_not_stop_the_engine(serv
     got = httpx.post(f"{url}/v1/completions", json=completion("world", 32), timeout=30).json()
     assert got["choices"][0]["text"] == clean["world"]
     check_server_clean(server)
+
+
+# ---------------------------------------------------------------- issue 30: oversized valid input beside good streams
+ATTACK_FLAGS = (*TINY_SERVER_FLAGS, "--admin-token", "tok")
+AUTH = {"Authorization": "Bearer tok"}
+LONG = [("the cat sat on the mat", 120), ("hello world, the dog", 120), ("the dog ran far and the cat", 120)]
+ATTACKS = [  # (endpoint, raw body, the param its 400 names): each once cost every other stream dearly
+    ("completions", {"prompt": "the cat", "min_tokens": 100, "max_tokens": 120, "stop_token_ids": [5] * 1_000_000},
+     "stop_token_ids"),
+    ("completions", {"prompt": "the cat", "max_tokens": 120, "stop": ["zq"] * 300_000}, "stop"),
+    ("chat/completions", {"messages": [{"role": "user", "content": ""}] * 200_000}, "messages"),
+]  # fmt: skip
+
+
+def gaps(streams: list) -> list[float]:
+    return [b - a for s in streams for a, b in zip(s.times, s.times[1:])]
+
+
+def median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+async def good_streams(url: str) -> list:
+    async with httpx.AsyncClient(timeout=HANG_S) as c:
+        return await asyncio.gather(*(stream(c, f"{url}/v1/completions", completion(p, n)) for p, n in LONG))
+
+
+async def attackers(url: str, rng: random.Random) -> tuple[list, list]:
+    """One of each kind: huge stop_token_ids, a huge stop list, 200k empty messages, /demo/chats without the
+    token and with repeat (4 connections), and clients that disconnect mid-request."""
+    headers = {"Content-Type": "application/json"}
+    async with httpx.AsyncClient(timeout=HANG_S) as c:
+        bodies = [(e, json.dumps(b).encode(), p) for e, b, p in ATTACKS]
+        refused = [c.post(f"{url}/v1/{e}", content=b, headers=headers) for e, b, _ in bodies]
+        demo = {"chats": [{"messages": [{"role": "user", "content": "x"}], "max_tokens": 200}] * 16, "repeat": True}
+        chats = [c.post(f"{url}/demo/chats", json=demo) for _ in range(4)]
+        gone = [disconnecting(c, url, rng) for _ in range(4)]
+        results = await asyncio.gather(*refused, *chats, *gone)
+    return list(zip(bodies, results[: len(refused)])), results[len(refused) : len(refused) + len(chats)]
+
+
+def test_oversized_valid_input_beside_good_streams_leaves_them_exact_and_on_time(tiny_qwen2):
+    """Issue 30: one attacker of each kind beside three good greedy streams. The attackers are refused (400 naming
+    the field, 401 for /demo/chats without the token), the good streams get exactly their clean tokens, and
+    their median inter-token gap stays within 1.5x of the clean run's measured just before, on the same server."""
+    with running_server(tiny_qwen2, *ATTACK_FLAGS) as srv:
+        url = srv.base_url
+        clean = asyncio.run(good_streams(url))
+        clean_median = median(gaps(clean))
+
+        async def attacked() -> tuple[list, tuple[list, list]]:
+            good = asyncio.ensure_future(good_streams(url))
+            async with httpx.AsyncClient(timeout=HANG_S) as c:  # the attack starts once every good stream runs
+                while (await c.get(f"{url}/admin/state", headers=AUTH)).json()["num_running"] < len(LONG):
+                    await asyncio.sleep(0.01)
+            bad = await attackers(url, random.Random(0))
+            return await good, bad
+
+        good, (refused, chats) = asyncio.run(attacked())
+        for s, c in zip(good, clean):
+            assert s.status == 200 and s.done and s.text == c.text and len(s.times) == len(c.times) == 120
+        for (_, _, param), resp in refused:
+            assert resp.status_code == 400 and resp.json()["error"]["param"] == param, resp.text
+        assert all(r.status_code == 401 for r in chats), [r.status_code for r in chats]
+        ratio = median(gaps(good)) / clean_median
+        print(f"median ITL attacked {median(gaps(good)) * 1e3:.2f} ms, clean {clean_median * 1e3:.2f} ms: {ratio:.2f}x")
+        assert ratio <= 1.5, f"median ITL {median(gaps(good)) * 1e3:.1f} ms vs clean {clean_median * 1e3:.1f} ms"
+        state = wait_idle_auth(url)
+        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1, "a KV block leaked"
+        metrics = httpx.get(f"{url}/metrics").text
+        for gauge in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+            line = next(x for x in metrics.splitlines() if x.startswith(gauge + "{"))
+            assert line.endswith(" 0") or line.endswith(" 0.0"), line
+        assert httpx.get(f"{url}/health").status_code == 200 and srv.engine.alive
+
+
+def wait_idle_auth(url: str) -> dict:
+    """``wait_idle`` with the admin token."""
+    deadline = time.monotonic() + HANG_S
+    while True:
+        state = httpx.get(f"{url}/admin/state", params={"last_steps": 0}, headers=AUTH).json()
+        if state["num_unfinished"] == 0:
+            return state
+        assert time.monotonic() < deadline, f"engine not idle after {HANG_S} s: {state}"
+        time.sleep(0.05)

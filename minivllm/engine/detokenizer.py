@@ -1,4 +1,5 @@
-"""Incremental detokenization: the text each step adds to a stream (§11.9).
+"""Incremental detokenization: the text each step adds to a request (§11.9): the server's streams and the
+output processor's stop-string check (which then costs O(new tokens) per step, not O(text so far)).
 
 Mirrors ``vllm/v1/engine/detokenizer.py`` (``IncrementalDetokenizer``) and the offset rule of
 ``vllm/transformers_utils/detokenizer_utils.py`` (``detokenize_incrementally``): decode a small
@@ -29,7 +30,8 @@ class IncrementalDetokenizer:
 
     @staticmethod
     def _decode(tokenizer: Any, ids: list[int]) -> str:
-        return tokenizer.decode(ids, skip_special_tokens=True)
+        text: str = tokenizer.decode(ids, skip_special_tokens=True)
+        return text
 
     def update(self, new_token_ids: list[int], finished: bool = False) -> str:
         """Add tokens; return the text they complete ("" when held back or without a tokenizer)."""
