@@ -110,7 +110,7 @@ def chat_prompt(question, system=None):
 
 
 prompts = {f"q{i}": chat_prompt(q, SYSTEM) for i, q in enumerate(QUESTIONS)}
-params = SamplingParams(max_tokens=3, temperature=0.0)
+params = SamplingParams(max_tokens=2, temperature=0.0)
 arrivals = {0: [dict(request_id="q0", prompt=prompts["q0"], params=params)],
             2: [dict(request_id=r, prompt=prompts[r], params=params) for r in ("q1", "q2")]}  # fmt: skip
 settings = dict(max_num_batched_tokens=64, max_num_seqs=4, max_model_len=512, num_gpu_blocks=64)
@@ -156,7 +156,7 @@ from minivllm.lab.benchmarks.spec_decode import PASSAGE
 quote = chat_prompt(f"Here is a passage:\n{PASSAGE}\nCopy the passage exactly, word for word.")
 REPORT = "The city council met on Tuesday to discuss the new library. " + PASSAGE + " The council will vote next month."
 report = chat_prompt(f"Read this report. Did the council approve the plan? Answer in three words.\n{REPORT}")
-spec_arrivals = {0: [dict(request_id="quote", prompt=quote, params=SamplingParams(max_tokens=16, temperature=0.0))],
+spec_arrivals = {0: [dict(request_id="quote", prompt=quote, params=SamplingParams(max_tokens=12, temperature=0.0))],
                  2: [dict(request_id="report", prompt=report, params=SamplingParams(max_tokens=3, temperature=0.0))]}
 spec_settings = dict(max_num_batched_tokens=48, max_num_seqs=4, max_model_len=1024, num_gpu_blocks=128)  # fmt: skip
 plain = real_engine(num_speculative_tokens=0, **spec_settings)
