@@ -24,6 +24,18 @@
 # - The scenes use the real Scheduler with a deterministic stand-in for the model; the last section runs
 #   the real SmolLM2 model.
 
+# %% [markdown]
+# **Words used in these notebooks** (the same in every ch. 11 notebook)
+#
+# | term | meaning here |
+# |---|---|
+# | **TTFT** | time to first token: from a request's arrival to its first output token |
+# | **TPOT** | time per output token: (last token time − first token time) / (output tokens − 1), one number per request |
+# | **ITL** | inter-token latency: each gap between two consecutive output tokens of one request (many per request) |
+# | **stall** | an inter-token gap longer than 5× the run's median ITL; in a Gantt, a decode step longer than 5× the median step |
+# | **goodput** | output tokens per second counting only the requests whose TPOT meets the SLO (e.g. ≤ 100 ms) |
+# | **budget** | the token budget `max_num_batched_tokens`: the most tokens one engine step may schedule, prefill and decode together |
+
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
@@ -186,14 +198,16 @@ describe(trace_a)
 print("\nA and B run on (40 output tokens each):")
 trace_b = run_scene(40, 40)
 describe(trace_b)
+(ev_a,), (ev_b,) = recovery_events(trace_a, block_size=16), recovery_events(trace_b, block_size=16)
+print(f"\nVerdict: same preemption, two endings: path {ev_a.path} ({ev_a.cached} of {ev_a.computed_before} tokens "
+      f"back from the cache) when A and B stop early, path {ev_b.path} ({ev_b.recomputed} recomputed) when they "
+      "run on and take the victim's blocks.")  # fmt: skip
 
 # %% [markdown]
-# - **Path A** (first run): blocks 5 and 6 (C's 32 tokens in full blocks) come back as they were. Only
-#   the 6 tokens of the partial block are recomputed, plus the one token C sampled but never computed.
-#   A took C's partial block 9 at the preemption. A partial block is never cached, so nothing was lost.
-# - **Path B** (second run): A and B kept growing and took C's blocks from the free list, tail first
-#   (block 6, then block 5). Their hashes were dropped, the prefix cache finds nothing, and C recomputes
-#   all 38 tokens.
+# - **Path A** (first run): C's full blocks come back as they were. Only the tokens of its partial last
+#   block are recomputed (a partial block is never cached), plus the one token C sampled but never computed.
+# - **Path B** (second run): A and B kept growing and took C's blocks from the free list, tail first. Their
+#   hashes were dropped, the prefix cache finds nothing, and C recomputes everything.
 # - Either way the outputs are the same. Only the work differs. The prefix cache turns a preemption from
 #   "recompute everything" into "recompute the tail" when the pool gives it time.
 #
@@ -211,12 +225,11 @@ from minivllm.lab.viz.figures import recovery_timeline
 busy = simulate(shared_prefix_workload(), max_num_batched_tokens=64, max_num_seqs=8, max_model_len=256,
                 num_gpu_blocks=24, block_size=16, record_block_pool=True).trace  # fmt: skip
 events = recovery_events(busy, block_size=16)
-print(f"{'request':<8} {'preempted':>9} {'resumed':>7} {'K/V held':>8} {'from cache':>10} {'recomputed':>10} path")
-for ev in events:
-    print(f"{ev.request_id:<8} {ev.preempt_step:>9} {ev.resume_step:>7} {ev.computed_before:>8} {ev.cached:>10} "
-          f"{ev.recomputed:>10} {ev.path}")
-print(f"\n{len(events)} preemptions: {sum(e.computed_before for e in events)} tokens of K/V dropped, "
+paths = {p: sum(e.path == p for e in events) for p in sorted({e.path for e in events})}
+print(f"{len(events)} preemptions (paths {paths}): {sum(e.computed_before for e in events)} tokens of K/V dropped, "
       f"{sum(e.cached for e in events)} back from the cache, {sum(e.recomputed for e in events)} recomputed")
+print(f"Verdict: every resumed request got at least its 48-token shared system prompt back from the cache "
+      f"({all(e.cached >= 48 for e in events)}); the fewest tokens back was {min(e.cached for e in events)}.")
 
 # %%
 recovery_timeline(busy, title="Ten requests, a 24-block pool: what each preemption cost", block_size=16)
@@ -252,10 +265,8 @@ app.do_step(1)
 print(app.summary())
 
 # %% [markdown]
-# - 64-block pool: plenty of room, so req-2 is resumed in the very next step. All five of its full blocks
-#   come back from the cache (three of them are the shared system prompt): path A. It had just filled
-#   its fifth block, so there is no partial block to recompute; preempted a step later, only its partial
-#   block's 1 token is recomputed (2 tokens two steps later).
+# - With a 64-block pool there is plenty of room: req-2 is resumed in the very next step and its full blocks
+#   come back from the cache (path A). Preempt it a step or two later to see its partial block recomputed.
 
 # %%
 app.num_blocks.value = 24  # a new engine on a smaller pool
@@ -269,10 +280,10 @@ print(app.summary())
 #
 # ### 11.5.5 Same outputs after recovery · 恢复后输出不变
 #
-# - Now the real SmolLM2-135M on this CPU, greedy decoding. Three prompts, 32 output tokens each, 8-token
-#   blocks.
-# - Run 1: a 40-block pool, no preemption. Run 2: a 12-block pool (88 tokens for three requests that
-#   grow to ~40 each), so the scheduler must preempt and recover.
+# - Now the real SmolLM2-135M on this CPU, greedy decoding. Three short prompts, 12 output tokens each,
+#   8-token blocks.
+# - Run 1: a 40-block pool, no preemption. Run 2: an 8-block pool (7 usable, 56 tokens) for three requests
+#   that grow to about 20 tokens each, so the scheduler must preempt and recover.
 # - Greedy decoding picks the arg-max token, so the outputs must match token for token. That holds
 #   only if the K/V that came back from the cache, or was recomputed, is the same K/V.
 
@@ -286,18 +297,18 @@ PROMPTS = ["The history of the printing press begins", "A recipe for a simple to
 
 
 def run_real(num_gpu_blocks):
-    config = EngineConfig.from_kwargs(model="smollm2", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=80,
+    config = EngineConfig.from_kwargs(model="smollm2", max_num_batched_tokens=64, max_num_seqs=4, max_model_len=24,
                                       num_gpu_blocks=num_gpu_blocks, block_size=8)  # fmt: skip
     engine = LLMEngine(config, model_runner=ModelRunner(config, loaded), record_block_pool=True)
     for i, prompt in enumerate(PROMPTS):
-        engine.add_request(f"r{i}", prompt, SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True))
+        engine.add_request(f"r{i}", prompt, SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
     return engine
 
 
-roomy, tight = run_real(40), run_real(12)
-for name, engine in (("40 blocks", roomy), ("12 blocks", tight)):
+roomy, tight = run_real(40), run_real(8)
+for name, engine in (("40 blocks", roomy), ("8 blocks", tight)):
     preempted = {r: rec.num_preemptions for r, rec in engine.trace.requests.items() if rec.num_preemptions}
     computed = sum(s.num_scheduled_tokens for s in engine.trace.steps)
     print(f"{name}: {len(engine.trace.steps)} steps, {computed} tokens computed, preemptions {preempted or 'none'}")
@@ -307,7 +318,7 @@ for ev in recovery_events(tight.trace, block_size=8):
 
 # %%
 same = all(roomy.outputs[r].outputs[0].token_ids == tight.outputs[r].outputs[0].token_ids for r in roomy.outputs)
-print("every request's 32 output tokens identical with and without preemption:", same)
+print("Verdict: every request's 12 output tokens are identical with and without preemption:", same)
 
 # %%
 # NBVAL_IGNORE_OUTPUT

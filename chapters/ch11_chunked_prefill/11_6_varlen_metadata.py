@@ -22,6 +22,18 @@
 # - The batch below comes from the real Scheduler; the attention backends then run on it and are
 #   compared with a float64 reference.
 
+# %% [markdown]
+# **Words used in these notebooks** (the same in every ch. 11 notebook)
+#
+# | term | meaning here |
+# |---|---|
+# | **TTFT** | time to first token: from a request's arrival to its first output token |
+# | **TPOT** | time per output token: (last token time − first token time) / (output tokens − 1), one number per request |
+# | **ITL** | inter-token latency: each gap between two consecutive output tokens of one request (many per request) |
+# | **stall** | an inter-token gap longer than 5× the run's median ITL; in a Gantt, a decode step longer than 5× the median step |
+# | **goodput** | output tokens per second counting only the requests whose TPOT meets the SLO (e.g. ≤ 100 ms) |
+# | **budget** | the token budget `max_num_batched_tokens`: the most tokens one engine step may schedule, prefill and decode together |
+
 # %%
 from minivllm.config import CacheConfig, SchedulerConfig
 from minivllm.core.scheduler import Scheduler
