@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.sim.run import DEFAULT_PRESET, make_runner, shared_prefix_workload
@@ -21,7 +20,7 @@ from minivllm.lab.viz.figures.blocks import kv_block_map
 from minivllm.lab.viz.figures.recovery import recovery_timeline
 from minivllm.lab.viz.figures.theme import message_figure
 from minivllm.lab.viz.figures.timeline import RecoveryEvent, recovery_events
-from minivllm.lab.viz.widgets.base import message_html, sync_figure
+from minivllm.lab.viz.widgets.base import FigureWidget, message_html, sync_figure
 
 
 def step_label(n: int) -> str:
@@ -51,8 +50,8 @@ class RecoveryExplorer:
         self.num_blocks = W.IntSlider(value=num_gpu_blocks, min=1, max=256, description="KV blocks")
         self.reset = W.Button(description="reset")
         self.message = W.HTML()
-        self.blocks = go.FigureWidget(message_figure("starting...", "KV block map (§11.5)"))
-        self.timeline = go.FigureWidget(message_figure("starting...", "Recovery (§11.5)"))
+        self.blocks = FigureWidget(message_figure("starting...", "KV block map (§11.5)"))
+        self.timeline = FigureWidget(message_figure("starting...", "Recovery (§11.5)"))
         self.note = ""  # the last message shown (plain text)
         self.forced: list[tuple[str, int, list[int]]] = []  # (request, step it was preempted before, its blocks)
         self.engine: LLMEngine | None = None
