@@ -28,6 +28,23 @@ def step_label(n: int) -> str:
     return "run 1 step" if n == 1 else f"run {n} steps"
 
 
+def freed_note(block_pool: Any, blocks: list[int]) -> str:
+    """What a preemption's free did to each of the request's blocks, read from the block pool afterwards
+    (§11.5, vLLM ``BlockPool.free_blocks``): a block whose ``ref_cnt`` fell to 0 went back to the free
+    list (a full block keeps its hash, so the prefix cache can find it again until it is reused); a
+    block another request shares (``ref_cnt`` still > 0) stays in use."""
+    pool = block_pool.blocks
+    free = [b for b in blocks if pool[b].ref_cnt == 0]
+    shared = [b for b in blocks if pool[b].ref_cnt > 0]
+    hashed = [b for b in free if pool[b].block_hash is not None]
+    parts = [f"of its {len(blocks)} blocks, {len(free)} went back to the free list {free}"]
+    if free:
+        parts[0] += f" ({len(hashed)} with their hash kept for the prefix cache)"
+    if shared:
+        parts.append(f"{len(shared)} {shared} stay in use, shared with another request (ref_cnt > 0)")
+    return "; ".join(parts) + "."
+
+
 class RecoveryExplorer:
     """``app.request.value = "req-3"; app.preempt.click(); app.step.click()``, then read ``app.state()``."""
 
@@ -133,7 +150,7 @@ class RecoveryExplorer:
             self._show(str(e), "error")
             return
         self.forced.append((req_id, len(self.engine.trace.steps), blocks))
-        self._render(f"Preempted {req_id}: its {len(blocks)} blocks {blocks} went back to the free list, hashes kept.")
+        self._render(f"Preempted {req_id}: " + freed_note(self.engine.scheduler.kv_cache_manager.block_pool, blocks))
 
     # ------------------------------------------------------------------ view
     def events(self) -> list[RecoveryEvent]:
