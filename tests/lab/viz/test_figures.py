@@ -280,3 +280,14 @@ def test_a_bar_drawn_from_base_hovers_its_own_size(scene_trace, build):
                 assert any(abs(v - (base + size)) < 0.051 for v in shown), f"{tr.name}: {text!r} has no end"
             checked += 1
     assert checked
+
+
+def test_memory_panels_start_at_zero():
+    """KV blocks 545 -> 600 drawn from 545 looked like a tenfold rise: every panel's y axis starts at 0."""
+    rows = [
+        {"budget": b, "kv_blocks": k, "output_throughput": t, "num_preemptions": p}
+        for b, k, t, p in ((512, 600, 700.0, 0), (2048, 580, 760.0, 1), (8192, 545, 727.0, 3))
+    ]
+    fig = F.memory_curves(rows)
+    axes = [fig.layout[name] for name in ("yaxis", "yaxis2", "yaxis3")]
+    assert [a.rangemode for a in axes] == ["tozero"] * 3

@@ -219,3 +219,12 @@ def test_recovery_preempt_message_says_what_the_free_did():
     assert all(pool.block_pool.blocks[b].ref_cnt == 0 for b in freed)
     assert f"{len(freed)} went back to the free list {freed}" in msg
     assert f"{len(shared)} {shared} stay in use" in msg
+
+
+def test_chunked_toggle_shows_a_check_mark_only_when_on():
+    app = ConfigExplorer(preset=None)
+    assert app.chunked.value and app.chunked.icon == "check"
+    app.chunked.value = False
+    assert app.chunked.icon == ""
+    app.chunked.value = True
+    assert app.chunked.icon == "check"

@@ -121,6 +121,7 @@ class ConfigExplorer:
 
     def _rerun(self, change: Any = None) -> None:
         kw, notes = self.engine_kwargs()
+        self.chunked.icon = "check" if self.chunked.value else ""  # a check mark only while it is on
         self.settings = kw
         self.result = simulate(self.requests, preset=self.preset, **kw)
         r = self.result
