@@ -13,7 +13,8 @@ played, paused and stopped), and after every move the test fails if
 - a figure keeps a stale message ("Invalid setting ...", "running...", "starting...") that the app's
   own message line does not say now;
 - a figure in the browser differs from every FigureWidget in the kernel (title, annotations, traces);
-- a figure is wider than its cell at 1366 px;
+- a figure is wider than its cell at 1366 px, or a title or annotation (a subplot title) reaches past
+  the figure's edge;
 - a figure holds no data: no trace with points in ``gd.data``, or none drawn in the DOM (a figure that
   says something instead, a message figure, holds an annotation);
 - "Error displaying widget" or a traceback appears, a callback raised in the kernel, or the server log
@@ -120,6 +121,10 @@ class Checker:
                     f"after {what}: figure {i} ({fig['title']!r}) holds no data: {fig['points']} points in gd.data, "
                     f"{fig['drawn']} drawn, traces {fig['traces']}"
                 )
+            for text in fig["clipped"]:
+                if ("clipped", self.app, text) not in self.seen:  # once per text
+                    self.seen.add(("clipped", self.app, text))
+                    self.fail(f"after {what}: figure {i} ({fig['title']!r}) cuts {text[:80]!r} at its edge")
             fits = fig["right"] <= fig["cell"] + 1 and fig["svg"] <= fig["width"] + 1
             if not fits and ("width", self.app, i) not in self.seen:  # once per figure
                 self.seen.add(("width", self.app, i))
