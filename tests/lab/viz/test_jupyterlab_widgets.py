@@ -24,6 +24,12 @@ Figures are compared through plotly's ``gd.data`` / ``gd.layout``, never pixels.
 kernel has answered it and the view has stopped changing over kernel round trips
 (``jupyterlab_page.wait_settled``), never after a fixed pause; the timeouts only guard against a hang. Skipped,
 saying why, where chromium or playwright is missing.
+
+Known failure on a heavily loaded machine: anywidget's front end gives each FigureWidget model 2 s to load
+plotly's 5 MB bundle, then drops every later update to it (page error "[anywidget] Failed to initialize
+model."; widgets/base.py ``FigureWidget``). The figures then keep their first state and this test fails,
+rightly: a student on a slow laptop would see the same frozen player. Measured here (2 cores shared by
+several jobs): every app passed at load average ~8; at ~12-15 the 11_3, 11_5 and ch05 apps hit it.
 """
 
 from __future__ import annotations
