@@ -4,6 +4,14 @@
 the ``.ipynb`` from the ``.py`` (py:percent), runs it top to bottom in its own folder with a fresh
 kernel, and saves it with outputs and execution counts (nbval compares them) but without widget
 state (a FigureWidget's saved state is megabytes of JavaScript).
+
+Without saved state, a widget output opened before its cell has run would read "Error displaying
+widget: model not found" (JupyterLab renders the richest type, the widget view, whose model lives only
+in a running kernel). So every saved widget view is replaced by a short note (:func:`widget_notes`):
+text/html and text/plain saying to run the cells above and this one. Saving the widget state instead
+would cost megabytes per notebook and still draw no figure without a kernel; a static picture of each
+figure would double the notebook and go stale. Running the cell replaces the note with the live widget;
+nbval ignores these cells' outputs (``# NBVAL_IGNORE_OUTPUT``), so the note changes no comparison.
 """
 
 from __future__ import annotations
@@ -18,6 +26,20 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+NOTE = "Interactive widget: run the cells above and this one (Run All, or Shift+Enter) to start it here."
+
+
+def widget_notes(nb: nbformat.NotebookNode) -> int:
+    """Replace each saved widget view in ``nb`` by :data:`NOTE` (see the module docstring). Returns how many."""
+    n = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if WIDGET_VIEW in out.get("data", {}):
+                html = f'<div style="border-left: 4px solid #0072B2; padding: 2px 8px"><i>{NOTE}</i></div>'
+                out["data"] = {"text/html": html, "text/plain": NOTE}
+                n += 1
+    return n
 
 
 def pairs(args: list[str]) -> list[Path]:
@@ -35,6 +57,7 @@ def build(py: Path) -> float:
     os.environ.update(env)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(py.parent)}}).execute()
     nb.metadata.pop("widgets", None)
+    widget_notes(nb)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     target = py.with_suffix(".ipynb")

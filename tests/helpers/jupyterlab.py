@@ -4,10 +4,11 @@
 data, runtime, settings and workspace folders under a temporary directory, so nothing of the user's
 Jupyter set-up is read or written; its log (kernels included) is kept for the test to read.
 
-``widget_notebook(src, dst)`` writes the cells a notebook's widget apps need: every code cell that
-builds or drives an app (``minivllm.lab.viz.widgets``, ``ipywidgets``, ``FigureWidget``), and, going back,
-every earlier cell that defines a name they use. A first cell moves the kernel to the notebook's own
-folder and records every traceback a widget callback prints (``_BROWSER_TEST_ERRORS``).
+``widget_notebook(src, dst, app)`` writes the cells a notebook's widget apps (or its ``app``-th one
+alone) need: every code cell that builds or drives an app (``minivllm.lab.viz.widgets``, ``ipywidgets``,
+``FigureWidget``), and, going back, every earlier cell that defines a name they use. A first cell moves
+the kernel to the notebook's own folder and records every traceback a widget callback prints
+(``_BROWSER_TEST_ERRORS``).
 """
 
 from __future__ import annotations
@@ -98,24 +99,32 @@ def _names(source: str) -> tuple[set[str], set[str], set[str]]:
     return defined, used - defined, made
 
 
-def widget_cells(cells: list[str]) -> list[int]:
+def app_cells(cells: list[str]) -> list[int]:
+    """Indexes of the cells that build a widget app: they mention a widget module and bind or show a value."""
+    return [i for i, src in enumerate(cells) if any(m in src for m in WIDGET_MARKERS) and _names(src)[2]]
+
+
+def widget_cells(cells: list[str], app: int | None = None) -> list[int]:
     """Indexes of the code cells (sources given) that the widget apps need, in notebook order: the cells
-    that build an app (they mention a widget module and bind or show a value), the later cells that drive
-    one (they read its name), and every earlier cell that defines a name a kept cell reads."""
+    that build an app (:func:`app_cells`), the later cells that drive one (they read its name), and every
+    earlier cell that defines a name a kept cell reads. With ``app`` (an index into :func:`app_cells`), only
+    that app and what it needs: no other app's cell is kept, so no other widget is shown before it."""
     info = [_names(src) for src in cells]
+    builders = app_cells(cells)
+    chosen = builders if app is None else [builders[app]]
     apps: set[str] = set()
     keep: set[int] = set()
-    for i, src in enumerate(cells):
+    for i in range(len(cells)):
         defined, used, made = info[i]
-        if any(m in src for m in WIDGET_MARKERS) and made:
+        if i in chosen:
             keep.add(i)
             apps |= made - {"<displayed>"}
-        elif used & apps:
+        elif i not in builders and used & apps:
             keep.add(i)
     for i in sorted(keep, reverse=True):  # pull in the earlier cells that define what a kept cell reads
         need = set(info[i][1])
         for j in range(i - 1, -1, -1):
-            if info[j][0] & need:
+            if info[j][0] & need and (j in chosen or j not in builders):
                 if j not in keep:
                     keep.add(j)
                     need |= info[j][1]
@@ -123,11 +132,12 @@ def widget_cells(cells: list[str]) -> list[int]:
     return sorted(keep)
 
 
-def widget_notebook(src: Path, dst: Path) -> int:
-    """Write ``dst``: the prelude and the cells ``src``'s widget apps need. Returns how many were kept."""
+def widget_notebook(src: Path, dst: Path, app: int | None = None) -> int:
+    """Write ``dst``: the prelude and the cells ``src``'s widget apps need (``app``: that one app only).
+    Returns how many were kept."""
     nb = nbformat.read(src, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    kept = [code[i] for i in widget_cells([c.source for c in code])]
+    kept = [code[i] for i in widget_cells([c.source for c in code], app)]
     out = nbformat.v4.new_notebook(metadata=nb.metadata)
     out.cells = [nbformat.v4.new_code_cell(PRELUDE.replace("FOLDER", repr(str(src.parent))))]
     out.cells += [nbformat.v4.new_code_cell(c.source) for c in kept]

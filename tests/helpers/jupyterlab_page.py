@@ -95,6 +95,14 @@ APP_VIEW = r"""(a) => {
       width: gd.getBoundingClientRect().width,
       svg: (gd.querySelector('svg.main-svg') || {width: {baseVal: {value: 0}}}).width.baseVal.value,
       right: gd.getBoundingClientRect().right, cell: out.getBoundingClientRect().right,
+      // points in gd.data (x, y or a heatmap's z) and what plotly drew of them in the DOM
+      points: (gd.data || []).reduce((n, t) => n + Math.max(len(t.x), len(t.y), len(t.z)), 0),
+      drawn: gd.querySelectorAll('.cartesianlayer .trace .point, .cartesianlayer .trace .js-line, .hm image').length,
+      // titles and annotations (subplot titles are annotations) that reach past the figure's own box
+      clipped: [...gd.querySelectorAll('.annotation-text, .g-gtitle text, .g-xtitle text, .g-ytitle text')]
+        .filter(t => { const r = t.getBoundingClientRect(), g = gd.getBoundingClientRect();
+          return r.width > 0 && (r.left < g.left - 1 || r.right > g.right + 1 || r.top < g.top - 1); })
+        .map(t => t.textContent),
     };
   });
   const texts = [...out.querySelectorAll('.widget-html-content')].map(e => e.innerText).join('\n');

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from numpy.testing import assert_allclose
@@ -87,7 +88,7 @@ def test_chunk_schedule_columns_equal_the_steps(scene_trace):
     assert list(decode.y) == [sum(s.decode_tokens.values()) for s in steps]
     assert list(budget.y) == [64] * len(steps)
     for s in steps:  # every prefill chunk drawn, stacked above the decode tokens
-        mine = [(b, y, r) for x, b, y, r in zip(chunks.x, chunks.base, chunks.y, chunks.customdata) if x == s.step]
+        mine = [(b, y, r[0]) for x, b, y, r in zip(chunks.x, chunks.base, chunks.y, chunks.customdata) if x == s.step]
         assert sorted(r for _, _, r in mine) == sorted(s.prefill_tokens)
         assert sum(y for _, y, _ in mine) == sum(s.prefill_tokens.values())
         top = max((b + y for b, y, _ in mine), default=0)
@@ -260,3 +261,51 @@ def test_curve_titles_never_claim_a_shape_the_data_lacks():
     assert trend(x, [570, 640, 636, 630]) == "rises, 570 → 630"  # 640 is within 5% of the mean of the end
     assert trend(x, [1, 3, 3, 1]) == "ends where it starts, 1 → 1; highest at 128"
     assert trend(x[:1], [5]) == "one point"
+
+
+def _hover(template: str, point: dict) -> str:
+    """plotly.js's hovertemplate filled in for one point: ``%{x}`` of a bar drawn from ``base`` is where the
+    bar ends (base + size) in plotly.js's hover, so ``point`` carries that, as the browser does."""
+    import re
+
+    def value(m: re.Match) -> str:
+        key, fmt = m.group(1), m.group(2) or ""
+        v = point[key] if "[" not in key else point[key.split("[")[0]][int(key.split("[")[1][:-1])]
+        return format(v, fmt[1:]) if fmt and isinstance(v, float | int) else str(v)
+
+    return re.sub(r"%\{([a-z]+(?:\[\d\])?)(:[^}]*)?\}", value, template.replace("<extra></extra>", ""))
+
+
+@pytest.mark.parametrize("build", ["gantt", "schedule"])
+def test_a_bar_drawn_from_base_hovers_its_own_size(scene_trace, build):
+    """Hovering a Gantt bar shows its start, end and duration; a stacked chunk its own tokens (issue: the
+    Gantt showed a bar's end time, e.g. 19,470 ms, as its duration)."""
+    fig = F.latency_gantt(scene_trace) if build == "gantt" else F.chunk_schedule(scene_trace)
+    checked = 0
+    for tr in fig.data:
+        if tr.type != "bar" or tr.base is None or not len(tr.base):
+            continue
+        size_axis = "x" if tr.orientation == "h" else "y"
+        for i in range(len(tr.base)):
+            size, base = float((tr.x if size_axis == "x" else tr.y)[i]), float(tr.base[i])
+            point = {"x": tr.x[i], "y": tr.y[i], "base": base, "customdata": tr.customdata[i], "hovertext": ""}
+            point[size_axis] = base + size  # what plotly.js puts in %{x} / %{y} for this bar
+            text = _hover(tr.hovertemplate, point)
+            shown = [float(v) for v in re.findall(r"\d+(?:\.\d+)?", text.split("<br>", 1)[-1])]
+            assert any(abs(v - size) < 0.051 for v in shown), f"{tr.name}: {text!r} does not show its size {size}"
+            if build == "gantt":
+                assert any(abs(v - base) < 0.051 for v in shown), f"{tr.name}: {text!r} has no start {base}"
+                assert any(abs(v - (base + size)) < 0.051 for v in shown), f"{tr.name}: {text!r} has no end"
+            checked += 1
+    assert checked
+
+
+def test_memory_panels_start_at_zero():
+    """KV blocks 545 -> 600 drawn from 545 looked like a tenfold rise: every panel's y axis starts at 0."""
+    rows = [
+        {"budget": b, "kv_blocks": k, "output_throughput": t, "num_preemptions": p}
+        for b, k, t, p in ((512, 600, 700.0, 0), (2048, 580, 760.0, 1), (8192, 545, 727.0, 3))
+    ]
+    fig = F.memory_curves(rows)
+    axes = [fig.layout[name] for name in ("yaxis", "yaxis2", "yaxis3")]
+    assert [a.rangemode for a in axes] == ["tozero"] * 3

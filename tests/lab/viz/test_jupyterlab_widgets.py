@@ -1,8 +1,10 @@
 """Every control of every widget app, in a real JupyterLab driven by Playwright and Debian's chromium.
 
-For each chapter notebook with a widget app (StepPlayer, RecoveryExplorer, ConfigExplorer, any
-ipywidgets / FigureWidget), a copy holding the cells the apps need (tests/helpers/jupyterlab.py) is
-opened in a throw-away JupyterLab and Run All. Then each control is moved (sliders to their end, their
+For each widget app of a chapter notebook (StepPlayer, RecoveryExplorer, ConfigExplorer, any ipywidgets /
+FigureWidget), a copy holding that one app's cells and what they need (tests/helpers/jupyterlab.py) is
+opened in its own fresh page of a throw-away JupyterLab, with no other widget shown before it (a plotly
+widget shown first once hid 11_3's blank player: see widgets/base.py ``FigureWidget``), and Run All.
+Then each control is moved (sliders to their end, their
 start and back, dropdowns to another option, checkboxes and toggles both ways, buttons clicked, Play
 played, paused and stopped), and after every move the test fails if
 
@@ -11,7 +13,10 @@ played, paused and stopped), and after every move the test fails if
 - a figure keeps a stale message ("Invalid setting ...", "running...", "starting...") that the app's
   own message line does not say now;
 - a figure in the browser differs from every FigureWidget in the kernel (title, annotations, traces);
-- a figure is wider than its cell at 1366 px;
+- a figure is wider than its cell at 1366 px, or a title or annotation (a subplot title) reaches past
+  the figure's edge;
+- a figure holds no data: no trace with points in ``gd.data``, or none drawn in the DOM (a figure that
+  says something instead, a message figure, holds an annotation);
 - "Error displaying widget" or a traceback appears, a callback raised in the kernel, or the server log
   has a traceback.
 
@@ -19,6 +24,12 @@ Figures are compared through plotly's ``gd.data`` / ``gd.layout``, never pixels.
 kernel has answered it and the view has stopped changing over kernel round trips
 (``jupyterlab_page.wait_settled``), never after a fixed pause; the timeouts only guard against a hang. Skipped,
 saying why, where chromium or playwright is missing.
+
+Known failure on a heavily loaded machine: anywidget's front end gives each FigureWidget model 2 s to load
+plotly's 5 MB bundle, then drops every later update to it (page error "[anywidget] Failed to initialize
+model."; widgets/base.py ``FigureWidget``). The figures then keep their first state and this test fails,
+rightly: a student on a slow laptop would see the same frozen player. Measured here (2 cores shared by
+several jobs): every app passed at load average ~8; at ~12-15 the 11_3, 11_5 and ch05 apps hit it.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import pytest
 
 from tests.helpers import jupyterlab_page as P
 from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS
-from tests.helpers.jupyterlab import WIDGET_MARKERS, running_lab, widget_cells, widget_notebook
+from tests.helpers.jupyterlab import WIDGET_MARKERS, app_cells, running_lab, widget_cells, widget_notebook
 
 CHAPTERS = Path(__file__).resolve().parents[3] / "chapters"
 STALE = ("Invalid setting", "running...", "starting...")
@@ -51,6 +62,15 @@ def widget_notebooks() -> list[Path]:
         if any(m in src for src in code for m in WIDGET_MARKERS):
             found.append(path)
     return found
+
+
+def widget_apps() -> list[tuple[Path, int]]:
+    """(notebook, n) for the n-th widget app of every widget notebook: each is opened in a page of its own."""
+    apps = []
+    for path in widget_notebooks():
+        code = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        apps += [(path, n) for n in range(len(app_cells(code)))]
+    return apps
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +121,16 @@ class Checker:
                     f"after {what}: figure {i} ({fig['title']!r}) is no kernel figure: browser annotations "
                     f"{fig['annotations']}, traces {fig['traces']}; kernel figures with this title: {same_title}"
                 )
+            said = any(text.strip() for text in fig["annotations"])
+            if not (fig["points"] and fig["drawn"]) and not said:
+                self.fail(
+                    f"after {what}: figure {i} ({fig['title']!r}) holds no data: {fig['points']} points in gd.data, "
+                    f"{fig['drawn']} drawn, traces {fig['traces']}"
+                )
+            for text in fig["clipped"]:
+                if ("clipped", self.app, text) not in self.seen:  # once per text
+                    self.seen.add(("clipped", self.app, text))
+                    self.fail(f"after {what}: figure {i} ({fig['title']!r}) cuts {text[:80]!r} at its edge")
             fits = fig["right"] <= fig["cell"] + 1 and fig["svg"] <= fig["width"] + 1
             if not fits and ("width", self.app, i) not in self.seen:  # once per figure
                 self.seen.add(("width", self.app, i))
@@ -238,12 +268,12 @@ def drive_play(page, c: Checker, el, label: str) -> None:
 
 @pytest.mark.slow  # a JupyterLab, kernels and a browser
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)")
-@pytest.mark.parametrize("notebook", widget_notebooks(), ids=lambda p: p.stem)
-def test_every_control_of_every_widget_app(lab, notebook):
+@pytest.mark.parametrize(("notebook", "app"), widget_apps(), ids=lambda x: x.stem if isinstance(x, Path) else str(x))
+def test_every_control_of_every_widget_app(lab, notebook, app):
     pytest.importorskip("playwright")
     lab, root, browser = lab
-    name = f"{notebook.stem}.ipynb"
-    kept = widget_notebook(notebook, root / name)
+    name = f"{notebook.stem}_app{app}.ipynb"
+    kept = widget_notebook(notebook, root / name, app)
     log_start = len(lab.log_text())
     page = browser.new_page(viewport=VIEWPORT)
     page_errors: list[str] = []
@@ -256,7 +286,7 @@ def test_every_control_of_every_widget_app(lab, notebook):
         problems, not_run = page.evaluate(P.PAGE_PROBLEMS), page.evaluate(P.NOT_RUN)
         assert not not_run, f"{name}: Run All stopped ({problems}); cells not run: {not_run}"
         apps = page.evaluate(P.FIND_APPS)
-        assert apps, f"{name}: Run All of its {kept} widget cells shows no widget app (a figure with controls)"
+        assert len(apps) == 1, f"{name}: Run All of its {kept} widget cells shows {len(apps)} widget apps, not 1"
         failures, seen = [], set()
         for a, controls in enumerate(apps):
             c = Checker(page, a, seen)
@@ -294,8 +324,32 @@ def test_widget_cells_are_the_app_cells_and_what_they_read():
     assert widget_cells(SLICE) == [0, 1, 3, 4]
 
 
-@pytest.mark.parametrize("notebook", widget_notebooks(), ids=lambda p: p.stem)
-def test_each_widget_notebook_keeps_an_app_cell(notebook):
+def test_one_app_alone_keeps_no_other_app():
+    two = [*SLICE[:5], "import ipywidgets as W\nother = W.IntSlider()\nother", "print(other)"]
+    assert app_cells(two) == [3, 5]
+    assert widget_cells(two, 0) == [0, 1, 3, 4]  # nor cell 6, which drives app 1
+    assert widget_cells(two, 1) == [5, 6]
+
+
+@pytest.mark.parametrize(("notebook", "app"), widget_apps(), ids=lambda x: x.stem if isinstance(x, Path) else str(x))
+def test_each_app_page_keeps_its_app_cell_alone(notebook, app):
     code = [c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
-    kept = widget_cells(code)
-    assert any(any(m in code[i] for m in WIDGET_MARKERS) for i in kept) and len(kept) < len(code)
+    kept = widget_cells(code, app)
+    assert [i for i in kept if i in app_cells(code)] == [app_cells(code)[app]] and len(kept) < len(code)
+
+
+def test_a_saved_widget_view_becomes_a_note():
+    """chapters/build.py: a notebook saved without widget state shows a note, not "model not found"."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chapters_build", CHAPTERS / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    view = {build.WIDGET_VIEW: {"model_id": "abc", "version_major": 2}, "text/plain": "VBox(children=(...))"}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("app.ui", outputs=[nbformat.v4.new_output("execute_result", view)])]
+    nb.cells += [nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")])]
+    assert build.widget_notes(nb) == 1
+    (out,) = nb.cells[0].outputs
+    assert build.WIDGET_VIEW not in out.data and "run the cells above" in out.data["text/plain"]
+    assert "run the cells above" in out.data["text/html"] and nb.cells[1].outputs[0].text == "1\n"

@@ -199,3 +199,32 @@ def test_simulate_cuts_off_a_run_at_max_steps():
         num_gpu_blocks=64,
     )
     assert r.message == "Stopped after 3 steps with requests still unfinished." and len(r.trace.steps) == 3
+
+
+def test_recovery_preempt_message_says_what_the_free_did():
+    """11_5's moment (req-2 at step 7): 3 of its blocks hold the prefix req-0 shares, so they stay in use
+    (ref_cnt > 0 after the free); only the others go back to the free list. The message says so, counted
+    from the block pool (it said all of them went back)."""
+    app = RecoveryExplorer(preset=None)
+    app.do_step(6)
+    pool = app.engine.scheduler.kv_cache_manager
+    blocks = pool.get_block_ids("req-2")
+    shared = [b for b in blocks if pool.block_pool.blocks[b].ref_cnt > 1]
+    assert shared, "the scene shares a prefix: req-2 holds shared blocks at step 7"
+    app.request.value = "req-2"
+    app.preempt.click()
+    msg = app.state()["message"]
+    freed = [b for b in blocks if b not in shared]
+    assert all(pool.block_pool.blocks[b].ref_cnt > 0 for b in shared)
+    assert all(pool.block_pool.blocks[b].ref_cnt == 0 for b in freed)
+    assert f"{len(freed)} went back to the free list {freed}" in msg
+    assert f"{len(shared)} {shared} stay in use" in msg
+
+
+def test_chunked_toggle_shows_a_check_mark_only_when_on():
+    app = ConfigExplorer(preset=None)
+    assert app.chunked.value and app.chunked.icon == "check"
+    app.chunked.value = False
+    assert app.chunked.icon == ""
+    app.chunked.value = True
+    assert app.chunked.icon == "check"

@@ -46,7 +46,9 @@ def gantt_traces(trace: EngineTrace, showlegend: bool = True, order: list[str] |
     """The Gantt's traces: one horizontal go.Bar per kind (times in ms), then the step boundaries.
 
     Arrays are numpy (plotly validates them in one go: a 500-step trace builds in milliseconds);
-    ``customdata`` rows are (step or -1, tokens, end ms), ``hovertext`` the request id.
+    ``customdata`` rows are (step or -1, tokens, start ms, end ms, duration ms), ``hovertext`` the request id.
+    The hover reads every number from ``customdata``: on a bar drawn from ``base``, plotly's ``%{x}`` is
+    where the bar ends (base + x), not its length.
     """
     order = order if order is not None else request_order(trace)
     row = {req_id: i for i, req_id in enumerate(order)}
@@ -68,7 +70,7 @@ def gantt_traces(trace: EngineTrace, showlegend: bool = True, order: list[str] |
                 y=np.array(cols[0], dtype=int),
                 base=start,
                 x=end - start,
-                customdata=np.column_stack([cols[3], cols[4], end]) if rows else np.empty((0, 3)),
+                customdata=np.column_stack([cols[3], cols[4], start, end, end - start]) if rows else np.empty((0, 5)),
                 hovertext=np.array(cols[5], dtype=str),
                 name=LABELS[kind],
                 legendgroup=kind,
@@ -78,7 +80,7 @@ def gantt_traces(trace: EngineTrace, showlegend: bool = True, order: list[str] |
                 width=0.7,
                 hovertemplate=(
                     f"%{{hovertext}}: {LABELS[kind]}<br>step %{{customdata[0]}}, %{{customdata[1]}} tokens"
-                    "<br>%{base:.1f} - %{customdata[2]:.1f} ms (%{x:.2f} ms)<extra></extra>"
+                    "<br>%{customdata[2]:.1f} - %{customdata[3]:.1f} ms, lasting %{customdata[4]:.1f} ms<extra></extra>"
                 ),
             )
         )

@@ -72,18 +72,19 @@ def chunk_schedule(trace: EngineTrace, title: str | None = None, height: int = 4
                 base=c.decode,
                 name="draft (spec) tokens",
                 marker_color=COLOURS["spec"],
-                hovertemplate="step %{x}: %{y} draft tokens verified<extra></extra>",
+                customdata=c.spec,  # on a bar drawn from base, plotly's %{y} is its top (base + y)
+                hovertemplate="step %{x}: %{customdata} draft tokens verified<extra></extra>",
                 **bar,
             ),
             go.Bar(
                 x=c.chunk_step,
                 y=c.chunk_tokens,
                 base=c.chunk_base,
-                customdata=c.chunk_request,
+                customdata=[[r, n] for r, n in zip(c.chunk_request, c.chunk_tokens)],
                 name="prefill chunk (one per request)",
                 marker=dict(color=COLOURS["prefill"], line=dict(width=0.6, color="rgba(128,128,128,0.9)")),
                 width=0.85,
-                hovertemplate="step %{x}: %{customdata} prefill chunk of %{y} tokens<extra></extra>",
+                hovertemplate="step %{x}: %{customdata[0]} prefill chunk of %{customdata[1]} tokens<extra></extra>",
             ),
             go.Scatter(
                 x=c.steps,

@@ -114,7 +114,8 @@ def memory_curves(
                 row=1,
                 col=i + 1,
             )
-        fig.update_yaxes(title=y_title, row=1, col=i + 1)
+        # from 0: a panel starting at its smallest value (545 blocks) makes a 10% change look like a collapse
+        fig.update_yaxes(title=y_title, rangemode="tozero", row=1, col=i + 1)
     _log_axis(fig, xs, "budget (tokens)")
     fig.update_annotations(font=dict(color=FONT_COLOUR, size=12))
     return style(fig, title, height=400, top=115)

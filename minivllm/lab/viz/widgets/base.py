@@ -1,4 +1,5 @@
-"""What every widget app shares: moving a new figure into a FigureWidget, and HTML messages.
+"""What every widget app shares: a FigureWidget that opens with its figure, moving a new figure into
+one, and HTML messages.
 
 Widgets never draw by themselves: they call the pure builders and copy the result into
 their ``go.FigureWidget`` inside ``batch_update()``, so one change sends one update to the
@@ -43,6 +44,42 @@ def _lists(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None  # a gap, as NaN is; JSON has no NaN (the comm would warn "not JSON compliant")
     return value
+
+
+class FigureWidget(go.FigureWidget):
+    """plotly's ``go.FigureWidget`` whose comm opens, with the figure it shows then, when it is first shown.
+
+    plotly.py 7 (``plotly/basewidget.py``) opens the comm inside ``super().__init__`` with an empty
+    ``_widget_data`` / ``_widget_layout`` and sets the figure a moment later, so the figure reaches
+    the browser as an ``update`` message, as does every change made before the figure is shown.
+    anywidget's front end (0.9 to 0.11) handles a model's updates only once that model's ESM (plotly's
+    5 MB widget bundle, loaded again for every FigureWidget) is loaded and bound, and drops them all
+    for good when that takes over 2 s (``AbortSignal.timeout(2000)`` in anywidget's runtime); a view
+    drawn meanwhile draws the empty open state, and plotly's view never redraws on a later
+    ``_widget_data``. In a fresh JupyterLab page the first FigureWidgets (the bundle parsed for the
+    first time, once per figure) lose this race: 11_3's StepPlayer stayed blank, while a player shown
+    after another plotly widget drew. Here the comm opens only when the widget is first needed (shown,
+    or put in a box: ``model_id``), and its open message carries the whole current figure, so a view
+    drawn at any moment draws it.
+    """
+
+    def __init__(self, fig: go.Figure | None = None) -> None:
+        self._hold_comm = True  # ipywidgets' Widget.__init__ calls open(): not yet
+        super().__init__(fig)
+
+    def open(self) -> None:
+        if getattr(self, "_hold_comm", False):
+            return
+        if self.comm is None:  # the state a view starts from: the figure as it is now (as plotly's __init__ sets it)
+            self._widget_data, self._widget_layout = _lists(deepcopy(self._data)), deepcopy(self._layout)
+        super().open()
+
+    @property
+    def model_id(self) -> str:
+        if self.comm is None:
+            self._hold_comm = False
+            self.open()
+        return self.comm.comm_id
 
 
 def sync_figure(fw: go.FigureWidget, fig: go.Figure) -> None:

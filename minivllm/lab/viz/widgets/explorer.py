@@ -15,12 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from minivllm.lab.sim.run import DEFAULT_PRESET, SimResult, demo_workload, simulate
 from minivllm.lab.viz.figures.gantt import latency_gantt
 from minivllm.lab.viz.figures.theme import message_figure
-from minivllm.lab.viz.widgets.base import message_html, metrics_table, sync_figure
+from minivllm.lab.viz.widgets.base import FigureWidget, message_html, metrics_table, sync_figure
 
 BUDGETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 THRESHOLDS = (0, 16, 64, 128, 256, 512, 1024, 2048)
@@ -87,7 +86,7 @@ class ConfigExplorer:
         )
         self.message = W.HTML()
         self.metrics_html = W.HTML()
-        self.fig = go.FigureWidget(message_figure("running...", "Latency Gantt (§11.1.3)"))
+        self.fig = FigureWidget(message_figure("running...", "Latency Gantt (§11.1.3)"))
         self.result: SimResult | None = None
         self.settings: dict[str, Any] = {}
         for w in (self.budget, self.threshold, self.chunked, self.policy, self.num_blocks):
@@ -122,6 +121,7 @@ class ConfigExplorer:
 
     def _rerun(self, change: Any = None) -> None:
         kw, notes = self.engine_kwargs()
+        self.chunked.icon = "check" if self.chunked.value else ""  # a check mark only while it is on
         self.settings = kw
         self.result = simulate(self.requests, preset=self.preset, **kw)
         r = self.result

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from minivllm.lab.viz.figures.blocks import block_map_data, fitted_columns, kv_block_map
 from minivllm.lab.viz.figures.schedule import chunk_schedule, step_view
 from minivllm.lab.viz.figures.theme import COLOURS, OKABE_ITO, message_figure, style
-from minivllm.lab.viz.widgets.base import message_html
+from minivllm.lab.viz.widgets.base import FigureWidget, message_html
 from minivllm.metrics.trace import EngineTrace
 
 EMPTY = "This trace has no steps: run the engine first (e.g. run_workload(engine, workload.requests))."
@@ -72,8 +72,8 @@ class StepPlayer:
         self.info = W.HTML(message_html(EMPTY, "warning") if n == 0 else "")
         self.has_blocks = n > 0 and trace.steps[0].block_pool is not None
         if n == 0:
-            self.schedule = go.FigureWidget(message_figure(EMPTY, "Chunk schedule (§11.3)"))
-            self.step_fig = go.FigureWidget(message_figure(EMPTY, "Step (§11.3)"))
+            self.schedule = FigureWidget(message_figure(EMPTY, "Chunk schedule (§11.3)"))
+            self.step_fig = FigureWidget(message_figure(EMPTY, "Step (§11.3)"))
         else:
             sched = chunk_schedule(trace, height=320)
             sched.update_layout(width=PLAYER_WIDTH)
@@ -88,8 +88,8 @@ class StepPlayer:
                     hoverinfo="skip",
                 )
             )
-            self.schedule = go.FigureWidget(sched)
-            self.step_fig = go.FigureWidget(step_figure(step_view(trace, 0), width=STEP_WIDTH))
+            self.schedule = FigureWidget(sched)
+            self.step_fig = FigureWidget(step_figure(step_view(trace, 0), width=STEP_WIDTH))
         self.blocks = None
         if self.has_blocks:
             s = trace.steps[0]
@@ -97,7 +97,7 @@ class StepPlayer:
             width = PLAYER_WIDTH - STEP_WIDTH
             self.block_cols = fitted_columns(len(s.block_pool), width)
             fig = kv_block_map(s.block_pool, s.block_tables, "KV block map (§11.5)", ncols=self.block_cols, width=width)
-            self.blocks = go.FigureWidget(fig)
+            self.blocks = FigureWidget(fig)
         self.slider.observe(self._render, names="value")
         self._render()
         lower = [self.step_fig] + ([self.blocks] if self.blocks is not None else [])

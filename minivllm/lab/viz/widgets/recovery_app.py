@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.sim.run import DEFAULT_PRESET, make_runner, shared_prefix_workload
@@ -21,12 +20,29 @@ from minivllm.lab.viz.figures.blocks import kv_block_map
 from minivllm.lab.viz.figures.recovery import recovery_timeline
 from minivllm.lab.viz.figures.theme import message_figure
 from minivllm.lab.viz.figures.timeline import RecoveryEvent, recovery_events
-from minivllm.lab.viz.widgets.base import message_html, sync_figure
+from minivllm.lab.viz.widgets.base import FigureWidget, message_html, sync_figure
 
 
 def step_label(n: int) -> str:
     """The step button says how many steps one click runs (the steps slider sets it)."""
     return "run 1 step" if n == 1 else f"run {n} steps"
+
+
+def freed_note(block_pool: Any, blocks: list[int]) -> str:
+    """What a preemption's free did to each of the request's blocks, read from the block pool afterwards
+    (§11.5, vLLM ``BlockPool.free_blocks``): a block whose ``ref_cnt`` fell to 0 went back to the free
+    list (a full block keeps its hash, so the prefix cache can find it again until it is reused); a
+    block another request shares (``ref_cnt`` still > 0) stays in use."""
+    pool = block_pool.blocks
+    free = [b for b in blocks if pool[b].ref_cnt == 0]
+    shared = [b for b in blocks if pool[b].ref_cnt > 0]
+    hashed = [b for b in free if pool[b].block_hash is not None]
+    parts = [f"of its {len(blocks)} blocks, {len(free)} went back to the free list {free}"]
+    if free:
+        parts[0] += f" ({len(hashed)} with their hash kept for the prefix cache)"
+    if shared:
+        parts.append(f"{len(shared)} {shared} stay in use, shared with another request (ref_cnt > 0)")
+    return "; ".join(parts) + "."
 
 
 class RecoveryExplorer:
@@ -51,8 +67,8 @@ class RecoveryExplorer:
         self.num_blocks = W.IntSlider(value=num_gpu_blocks, min=1, max=256, description="KV blocks")
         self.reset = W.Button(description="reset")
         self.message = W.HTML()
-        self.blocks = go.FigureWidget(message_figure("starting...", "KV block map (§11.5)"))
-        self.timeline = go.FigureWidget(message_figure("starting...", "Recovery (§11.5)"))
+        self.blocks = FigureWidget(message_figure("starting...", "KV block map (§11.5)"))
+        self.timeline = FigureWidget(message_figure("starting...", "Recovery (§11.5)"))
         self.note = ""  # the last message shown (plain text)
         self.forced: list[tuple[str, int, list[int]]] = []  # (request, step it was preempted before, its blocks)
         self.engine: LLMEngine | None = None
@@ -134,7 +150,7 @@ class RecoveryExplorer:
             self._show(str(e), "error")
             return
         self.forced.append((req_id, len(self.engine.trace.steps), blocks))
-        self._render(f"Preempted {req_id}: its {len(blocks)} blocks {blocks} went back to the free list, hashes kept.")
+        self._render(f"Preempted {req_id}: " + freed_note(self.engine.scheduler.kv_cache_manager.block_pool, blocks))
 
     # ------------------------------------------------------------------ view
     def events(self) -> list[RecoveryEvent]:
