@@ -13,12 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
 from minivllm.lab.metrics.goodput import goodput
 from minivllm.lab.metrics.summary import summarize
 from minivllm.lab.viz.figures.tuning import goodput_curve
-from minivllm.lab.viz.widgets.base import message_html, sync_figure
+from minivllm.lab.viz.widgets.base import FigureWidget, message_html, sync_figure
 from minivllm.metrics.trace import EngineTrace
 
 SLOS_MS = (10, 15, 25, 35, 50, 75, 100, 150, 200, 300)
@@ -49,7 +48,7 @@ class GoodputExplorer:
         )
         self.info = W.HTML()
         curve = self.curve(value)
-        self.fig = go.FigureWidget(goodput_curve(curve, self.throughput, value))
+        self.fig = FigureWidget(goodput_curve(curve, self.throughput, value))
         self.info.value = message_html(self._summary(value, curve), "info")
         self.slo.observe(self._redraw, names="value")
         self.ui = W.VBox([self.slo, self.info, self.fig])
