@@ -21,7 +21,8 @@
 #   Llama-2-7B on one A100-80GB (`CostModel`). They are deterministic. Misconceptions 3 and 4 drive the real
 #   `Scheduler` step by step; misconception 5 runs the real model (SmolLM2-135M on this CPU).
 # - How far to trust the simulator's GPU-scale numbers is the subject of the instructor appendix
-#   `11_instructor_simulator.py`.
+#   `11_instructor_simulator.py`: its part 3 shows how a step is priced, part 4 why a small preemption count or
+#   a throughput difference within 3% is not a ranking.
 
 # %% [markdown]
 # **Words used in these notebooks** (the same in every ch. 11 notebook)
