@@ -166,7 +166,8 @@ class ModelRunner:
             self.decode_graphs = DecodeGraphs.capture(
                 self._forward,
                 capture_sizes(sc.max_num_seqs),
-                -(-sc.max_model_len // self.block_size),
+                # a block table's widest row: max_model_len, plus room for spec-decode lookahead slots
+                -(-(sc.max_model_len + self.config.speculative_config.num_speculative_tokens) // self.block_size) + 1,
                 self.block_size,
                 self.device,
                 self.graph_capture,
