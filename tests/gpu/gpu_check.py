@@ -189,6 +189,8 @@ def run_section(s: Section, work: Path, gpu: bool, deadline: float | None = None
     s.seconds = time.time() - t0
     text = log.read_text(errors="replace") if log.exists() else ""
     s.log_tail = text[-2000:]
+    if s.status == "timeout" and (found := STALL_LINE.findall(text)):  # the verdict came before the cut
+        s.summary += f"; {found[-1]}"
     if s.status != "timeout":
         try:
             summarize_output(s, text)

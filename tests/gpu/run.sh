@@ -10,7 +10,7 @@ export MINIVLLM_GPU_CHECK_START="${MINIVLLM_GPU_CHECK_START:-$(date +%s.%N)}"  #
 cd "$(dirname "$0")/../.."
 PY="${PYTHON:-python3}"
 if compgen -G ".whl/*.whl" >/dev/null; then
-  SITE="${TMPDIR:-/tmp}/minivllm-gpu-site"
+  SITE="${TMPDIR:-/tmp}/minivllm-gpu-site-$$"  # this run's own: runs side by side never share one
   rm -rf "$SITE"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check \
     --target "$SITE" .whl/*.whl || { echo "could not install the carried wheels in .whl/" >&2; exit 2; }

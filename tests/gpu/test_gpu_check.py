@@ -20,7 +20,12 @@ SECTIONS = ["preflight", "engine_vs_hf", "cuda_graphs", "instructor", "backends"
 @pytest.mark.slow  # ~2 min: six subprocesses
 @pytest.mark.skipif(bool(os.environ.get(NESTED)), reason="inside a GPU check already")
 def test_dry_run_writes_one_report_with_every_section(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "MINIVLLM_GPU_WORK": str(tmp_path / "work")}
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / "out"),
+        "MINIVLLM_GPU_WORK": str(tmp_path / "work"),
+        "PYTHON": sys.executable,
+    }
     res = subprocess.run(["bash", "tests/gpu/run.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     out = tmp_path / "out"
