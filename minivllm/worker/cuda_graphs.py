@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ from minivllm.attention.metadata import AttentionMetadata
 
 Forward = Callable[[torch.Tensor, AttentionMetadata], torch.Tensor]  # (input_ids, meta) -> logits [B, V]
 Replay = Callable[[], torch.Tensor]  # runs the captured forward on the static buffers, returns the logits
-Capture = Callable[[Callable[[], torch.Tensor], object], Replay]  # (forward on static buffers, pool) -> replay
+Capture = Callable[[Callable[[], torch.Tensor], Any], Replay]  # (forward on static buffers, pool) -> replay
 
 
 def capture_sizes(max_num_seqs: int) -> list[int]:
@@ -50,7 +51,7 @@ def graph_unsupported_reason(device: torch.device, backend_name: str) -> str | N
     return None
 
 
-def cuda_capture(fn: Callable[[], torch.Tensor], pool: object) -> Replay:
+def cuda_capture(fn: Callable[[], torch.Tensor], pool: Any) -> Replay:
     """Record ``fn`` in a CUDA graph (after two warm-up calls: Triton compiles, cuBLAS picks its kernels)."""
     for _ in range(2):
         fn()
@@ -117,8 +118,7 @@ class DecodeGraphs:
                 query_start_loc_cpu=list(range(b + 1)),
                 seq_lens_cpu=[1] * b,  # only its length (num_reqs) is read by the Triton backend
             )
-            ids = graphs.input_ids[:b]
-            graphs.replays[b] = capture(lambda ids=ids, meta=meta: forward(ids, meta), pool)
+            graphs.replays[b] = capture(_bound(forward, graphs.input_ids[:b], meta), pool)
         return graphs
 
     def padded_size(self, num_reqs: int) -> int | None:
@@ -149,3 +149,8 @@ class DecodeGraphs:
             self.seq_lens[r:b].fill_(1)
             self.block_table[r:b].zero_()
         return self.replays[b]()[:r]
+
+
+def _bound(forward: Forward, input_ids: torch.Tensor, meta: AttentionMetadata) -> Callable[[], torch.Tensor]:
+    """``forward`` on one size's static views: what a graph records."""
+    return lambda: forward(input_ids, meta)
