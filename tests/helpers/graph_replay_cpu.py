@@ -52,6 +52,7 @@ def main(folder: str) -> None:
         while engine.has_unfinished_requests():
             engine.step()
         tokens[mode] = [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(lengths))]
+    assert all(len(t) == m for t, m in zip(tokens["eager"], max_tokens)), tokens  # no request failed
     print(json.dumps({"tokens": tokens, "replayed_sizes": replayed[0]}))
 
 
