@@ -11,7 +11,7 @@
 
 PYTEST = python -m pytest
 
-.PHONY: core fast notebooks lint types all
+.PHONY: core fast notebooks lint types all gpu-wheels
 
 core:
 	$(PYTEST) tests/core tests/lab/metrics tests/serving/metrics tests/test_import_graph.py tests/test_loops.py
@@ -30,3 +30,7 @@ types:
 
 all: lint types
 	$(PYTEST)
+
+# The wheels the GPU machine lacks (no registry there), for Python 3.12, into .whl/ (ignored); carry .whl.
+gpu-wheels:
+	bash tests/gpu/fetch_wheels.sh

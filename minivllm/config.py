@@ -167,15 +167,18 @@ CPU_GEMMS = ("auto", "onednn", "torch")  # ModelConfig.cpu_gemm; model/cpu_gemm.
 class ModelConfig:
     """Which model, on which device, in which dtype, with which attention backend."""
 
-    model: str = "smollm2"  # "smollm2" or a local Hugging Face folder (Llama, Qwen2, Mistral)
+    model: str = "smollm2"  # "smollm2", a local Hugging Face folder or a hub id "org/name" (Llama, Qwen2, Mistral)
     dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
     device: str = "auto"  # auto: cuda if available, else cpu
     attention_backend: str = "auto"  # auto | torch | triton | flash_attn
     cpu_gemm: str = "auto"  # auto | onednn | torch: how linear layers run on a CPU (model/cpu_gemm.py)
     seed: int = 0
+    # CUDA graphs for pure-decode steps (worker/cuda_graphs.py) unless True. vLLM's flag; its default is False
+    # (graphs on). minivllm keeps True (eager) until a GPU run has compared graph and eager tokens.
+    enforce_eager: bool = True
 
     def __post_init__(self) -> None:
-        _check_str("model", self.model, "'smollm2' or a local Hugging Face folder")
+        _check_str("model", self.model, "'smollm2', a local Hugging Face folder or a hub id 'org/name'")
         if not isinstance(self.dtype, str) or self.dtype.lower() not in DTYPE_NAMES:
             raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {self.dtype!r}.")
         dev = self.device
@@ -186,6 +189,7 @@ class ModelConfig:
         if not isinstance(self.cpu_gemm, str) or self.cpu_gemm not in CPU_GEMMS:
             raise ValueError(f"cpu_gemm must be one of {CPU_GEMMS}, got {self.cpu_gemm!r}")
         _check_int("seed", self.seed, SEED_MIN, SEED_MAX)
+        _check_bool("enforce_eager", self.enforce_eager)
 
 
 def _is_cuda_index(device: str) -> bool:

@@ -20,13 +20,17 @@
 #   2. A budget sweep: the §11.7 curves measured, not simulated.
 #   3. The attention backends agree: torch and Triton give the same greedy tokens from the same metadata.
 #   4. A decode step against the memory roofline (ch. 4, §11.7).
-# - Model: SmolLM2-135M by default. Set `MINIVLLM_INSTRUCTOR_MODEL` to a local Hugging Face folder (Llama,
-#   Qwen2, Mistral) for a bigger model; the stalls and the roofline are clearer with one.
+# - Model: SmolLM2-135M by default. Set `MINIVLLM_INSTRUCTOR_MODEL` to a Hugging Face hub id
+#   (`meta-llama/Llama-3.1-8B-Instruct`, fetched once through the HF cache, as vLLM does) or a local folder
+#   (Llama, Qwen2, Mistral). On a datacenter GPU SmolLM2 shows the stall only in the numbers and the Gantt
+#   chart; an 8B model makes the class see it (README, "On a GPU").
 # - Every cell first checks `torch.cuda.is_available()`. Without CUDA (a laptop, CI) it only prints what
-#   it would show, so the notebook runs anywhere.
+#   it would show, so the notebook runs anywhere. It also runs as a plain script (`python` on this file; the
+#   GPU check does so), and draws its figures only where plotly is installed.
 
 # %%
 import gc
+import importlib.util
 import os
 
 import torch
@@ -36,7 +40,10 @@ from minivllm.lab.metrics.summary import summarize
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICE, DTYPE = "cuda", "bfloat16"
-MODEL = os.environ.get("MINIVLLM_INSTRUCTOR_MODEL", "smollm2")
+MODEL = os.environ.get("MINIVLLM_INSTRUCTOR_MODEL", "smollm2")  # "smollm2", a hub id org/name or a folder
+HAS_PLOTLY = importlib.util.find_spec("plotly") is not None  # figures only where plotly is installed
+QUICK = os.environ.get("MINIVLLM_INSTRUCTOR_QUICK") == "1"  # the GPU check's shorter sweep (tests/gpu/run.sh)
+FIGURES_TO = os.environ.get("MINIVLLM_INSTRUCTOR_OUT")  # a folder: the Gantt chart is saved there as HTML too
 if HAS_CUDA:
     print(f"CUDA: {torch.cuda.get_device_name(0)}, torch {torch.__version__}; model: {MODEL}")
 else:
@@ -110,6 +117,11 @@ def warm_up(**settings):
 #   `max_model_len`), and the largest power-of-two budget whose slowest chunk adds at most 2 decode steps.
 #   When no prompt within `max_model_len` gets to 10x, the model is too small for the GPU to show the
 #   stall, and the cell says so.
+# - What the class will see: the next cells print "with this model on this GPU the unchunked stall is N
+#   decode steps", predicted from the sizing, then measured. SmolLM2-135M on an H100/H200 stalls for tens of
+#   milliseconds: clear in the table and the Gantt chart, invisible in streamed text. An 8B Llama stalls for
+#   about 0.3 s at 8,192 tokens (README, "On a GPU"), which a class does see. For SmolLM2 the CPU notebooks
+#   are the better stage.
 
 # %%
 NUM_CHATS, TARGET = 8, 10  # the stall aimed at: TARGET decode steps
@@ -121,6 +133,7 @@ if HAS_CUDA:
     sizing = measure_stall_scene(cuda_engine, a.vocab_size, MAX_POS, num_chats=NUM_CHATS, target_ratio=TARGET)
     print(sizing.explain())
     LONG_TOKENS, BUDGET = sizing.long_tokens, sizing.budget
+    print(f"Predicted: with this model on this GPU the unchunked stall is {sizing.predicted_ratio:.1f} decode steps.")
 else:
     print("Skipped (no CUDA): would size the scene to this GPU and model. With 8 chats decoding: time a decode step")
     print("and single-step prefills of 512, 2,048 and 8,192 tokens, fit a·L + b·L², then choose the shortest long")
@@ -134,9 +147,12 @@ else:
 
 # %%
 if HAS_CUDA:
+    from minivllm.lab.benchmarks.stall_scene import TOO_SMALL_HINT
     from minivllm.lab.benchmarks.stall_scene_run import run_scene
-    from minivllm.lab.viz.figures import gantt_compare
     from minivllm.metrics.stats import percentile
+
+    if HAS_PLOTLY:
+        from minivllm.lab.viz.figures import gantt_compare
 
     runs = {label: run_scene(cuda_engine, a.vocab_size, LONG_TOKENS, BUDGET, chunked, num_chats=NUM_CHATS)
             for label, chunked in (("unchunked", False), (f"chunked, budget {BUDGET}", True))}  # fmt: skip
@@ -151,8 +167,18 @@ if HAS_CUDA:
         print(f"{label}: slowest step with the long prompt {run.slowest_long_step * 1e3:.1f} ms (predicted"
               f" {predicted[label] * 1e3:.1f}), {run.slowest_long_step / run.decode_step:.1f}x this run's"
               f" median decode step ({run.decode_step * 1e3:.1f} ms)")  # fmt: skip
+    stall_steps = runs["unchunked"].slowest_long_step / runs["unchunked"].decode_step
+    print(f"With this model on this GPU the unchunked stall is {stall_steps:.1f} decode steps"
+          f" ({torch.cuda.get_device_name(0)}, {MODEL}, a {LONG_TOKENS:,}-token prompt beside {NUM_CHATS} chats)"
+          + ("" if stall_steps >= TARGET else "; too short for a class to see it: " + TOO_SMALL_HINT))  # fmt: skip
     title = f"§11.1 on {torch.cuda.get_device_name(0)}: {MODEL}, a {LONG_TOKENS:,}-token prompt"
-    fig = gantt_compare({label: run.trace for label, run in runs.items()}, title=title)
+    fig = None
+    if HAS_PLOTLY:
+        fig = gantt_compare({label: run.trace for label, run in runs.items()}, title=title)
+        if FIGURES_TO:
+            fig.write_html(os.path.join(FIGURES_TO, "instructor_gantt.html"), include_plotlyjs="cdn")
+    else:
+        print("(plotly is not installed: the Gantt chart is not drawn)")
 else:
     fig = None
     print("Skipped (no CUDA): would run the scene with the sizes chosen above, unchunked and chunked, print the")
@@ -172,11 +198,10 @@ fig  # noqa: B018 (the cell's value is what Jupyter displays)
 #   budgets stay.
 
 # %%
-SWEEP, NUM_REQUESTS = (128, 256, 512, 1024, 2048, 4096), 32
+SWEEP, NUM_REQUESTS = ((256, 1024, 4096), 8) if QUICK else ((128, 256, 512, 1024, 2048, 4096), 32)
 if HAS_CUDA:
     from minivllm.lab.sim.run import run_workload
     from minivllm.lab.sim.workload import make_workload
-    from minivllm.lab.viz.figures import chunk_size_curves
 
     max_len = min(4096, MAX_POS)
     work = make_workload("azure_conv", NUM_REQUESTS, rate=None, seed=0, vocab_size=a.vocab_size, max_model_len=max_len)
@@ -192,7 +217,11 @@ if HAS_CUDA:
     for budget, m in measured.items():
         print(f"{budget:>6} {m['ttft_p50'] * 1e3:>12.1f} {m['tpot_p50'] * 1e3:>12.2f} {m['itl_p99'] * 1e3:>11.2f}"
               f" {m['output_throughput']:>13.0f} {m['num_steps']:>6.0f}")  # fmt: skip
-    fig = chunk_size_curves(measured, title=f"Measured on {torch.cuda.get_device_name(0)}: {MODEL}")
+    fig = None
+    if HAS_PLOTLY:
+        from minivllm.lab.viz.figures import chunk_size_curves
+
+        fig = chunk_size_curves(measured, title=f"Measured on {torch.cuda.get_device_name(0)}: {MODEL}")
 else:
     fig = None
     print("Skipped (no CUDA): would run one engine per budget (128 ... 4096 tokens) on 32 conversation-shaped")
@@ -246,7 +275,7 @@ else:
 #   read: the step time barely moves while the tokens per step grow.
 
 # %%
-BATCHES, CONTEXT = (1, 16, 64, 256), 512
+BATCHES, CONTEXT = ((1, 16, 64) if QUICK else (1, 16, 64, 256)), 512
 BANDWIDTH_GBS = {"H200": 4800, "H100": 3350, "A100": 2039, "L40S": 864, "A10": 600, "T4": 320}
 if HAS_CUDA:
     from minivllm.lab.benchmarks.decode_roofline import decode_step_time

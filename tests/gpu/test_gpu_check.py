@@ -14,28 +14,39 @@ import pytest
 from tests.gpu.gpu_check import NESTED, Section, run_section
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ["backends", "engine_vs_hf", "instructor", "throughput", "roofline", "host_overhead"]
+SECTIONS = ["preflight", "engine_vs_hf", "cuda_graphs", "instructor", "backends", "throughput"]
 
 
-@pytest.mark.slow  # ~1 min: six subprocesses, a notebook kernel among them
+@pytest.mark.slow  # ~2 min: six subprocesses
 @pytest.mark.skipif(bool(os.environ.get(NESTED)), reason="inside a GPU check already")
 def test_dry_run_writes_one_report_with_every_section(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path)}
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / "out"),
+        "MINIVLLM_GPU_WORK": str(tmp_path / "work"),
+        "PYTHON": sys.executable,
+    }
     res = subprocess.run(["bash", "tests/gpu/run.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
-    report = json.loads((tmp_path / "gpu_report.json").read_text())
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.log", "gpu_report.json", "gpu_summary.txt"]
+    report = json.loads((out / "gpu_report.json").read_text())
     assert report["mode"] == "dry-run" and report["ok"]
     assert [s["name"] for s in report["sections"]] == SECTIONS
     assert all(s["status"] == "ok" for s in report["sections"]), report["sections"]
-    assert report["budget_s"] <= 8 * 60  # the limit for the real run, model loads included
-    assert f"time budget on an H200: {report['budget_s'] / 60:.1f} min" in res.stdout
+    assert report["budget_s"] <= 270 and report["total_budget_s"] == 300  # start-up included in the 300 s
+    budget = f"time budget 300 s: start-up {report['startup_s']:.0f} s + sections {report['budget_s']:.0f} s"
+    assert budget in res.stdout
     by_name = {s["name"]: s for s in report["sections"]}
-    assert by_name["instructor"]["summary"].endswith(", 0 errors")
+    assert by_name["preflight"]["data"]["missing"] == {}
+    assert by_name["instructor"]["summary"].startswith("ran to the end")
+    rows = by_name["cuda_graphs"]["data"]["rows"]
+    assert [r["batch"] for r in rows] == [1, 8, 64] and all(r["identical"] == r["batch"] for r in rows)
+    assert all(not r["captured"] and "CUDA device" in r["eager_reason"] for r in rows)  # a CPU: eager, and why
     assert all(r["identical_to_minivllm"] == 3 for r in by_name["throughput"]["data"]["rows"])
-    assert [r["batch"] for r in by_name["roofline"]["data"]["rows"]] == [1, 16, 64]
-    assert [r["batch"] for r in by_name["host_overhead"]["data"]["rows"]] == [1, 16, 64]
-    summary = (tmp_path / "gpu_summary.txt").read_text().splitlines()
+    summary = (out / "gpu_summary.txt").read_text().splitlines()
     assert summary[0].startswith("GPU check (dry-run)") and [line.split()[0] for line in summary[1:]] == SECTIONS
+    assert "===== throughput: ok" in (out / "gpu_check.log").read_text()
 
 
 def test_a_failing_or_overlong_section_is_reported(tmp_path):
@@ -45,3 +56,14 @@ def test_a_failing_or_overlong_section_is_reported(tmp_path):
     slow = Section("slow", "sleeps", 0.2, [sys.executable, "-c", "import time; time.sleep(30)"])
     run_section(slow, tmp_path, gpu=True)
     assert slow.status == "timeout" and "1.5x its budget" in slow.summary and slow.seconds < 10
+
+
+def test_the_300_s_deadline_cuts_a_section_and_skips_the_next(tmp_path):
+    import time
+
+    cut = Section("cut", "sleeps past the deadline", 100, [sys.executable, "-c", "import time; time.sleep(30)"])
+    run_section(cut, tmp_path, gpu=True, deadline=time.time() + 3)
+    assert cut.status == "timeout" and "the check's 300 s" in cut.summary and cut.seconds < 10
+    late = Section("late", "never starts", 10, [sys.executable, "-c", "pass"])
+    run_section(late, tmp_path, gpu=True, deadline=time.time())
+    assert (late.status, late.summary) == ("not run", "no time left in the check's 300 s")

@@ -24,8 +24,9 @@ import numpy as np
 from minivllm.sampling_params import SamplingParams
 
 TOO_SMALL_HINT = (
-    "The model is too small for this GPU to show §11.1's stall: set MINIVLLM_INSTRUCTOR_MODEL to a larger local "
-    "Hugging Face folder (Llama, Qwen2, Mistral) and run the notebook again."
+    "The model is too small for this GPU to show §11.1's stall: set MINIVLLM_INSTRUCTOR_MODEL to a larger model, a "
+    "Hugging Face hub id (e.g. meta-llama/Llama-3.1-8B-Instruct, fetched through the HF cache) or a local folder "
+    "(Llama, Qwen2, Mistral), and run the notebook again."
 )
 
 
