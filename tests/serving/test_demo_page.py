@@ -86,9 +86,11 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         page.wait_for_function(SIZED, timeout=30_000)  # the scene sized to this machine and model
         scene = page.evaluate("() => window.demo.scene")
         rag = scene["ragTokens"]  # max_model_len 256 caps it: the tiny model's prefill is fast
+        print("scene:", scene, page.inner_text("#scene"))
         assert scene["capped"] and rag == scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
         assert scene["decode"] > 0 and scene["a"] > 0 and scene["chunk"] == 16, scene
-        assert f"RAG prompt {rag} tokens" in page.inner_text("#scene") and "capped" in page.inner_text("#scene")
+        assert f"a {rag}-token prompt" in page.inner_text("#scene") and "max_model_len" in page.inner_text("#scene")
+        assert len(scene["measured"]) >= 2, scene  # at least one sizing prompt checks the fit of the others
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
         before, image = points(page), page.eval_on_selector("#gap-chart", "c => c.toDataURL()")
         since = latest_step(srv.base_url)
@@ -122,7 +124,7 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         cells = "rs => rs.map((r) => [...r.cells].map((c) => c.textContent))"
         rows = page.eval_on_selector_all("#runs tbody tr", cells)
         assert [r[1] for r in rows] == ["unchunked", "chunked, budget 32, threshold 16"] and rows[0][2] == str(rag)
-        assert all(r[3].endswith(" ms") and r[6].endswith(" ms") for r in rows), rows
+        assert all(r[3].endswith(" s") and r[6].endswith(" s") for r in rows), rows
         runs = page.evaluate("() => window.demo.runs")
         assert all(r["numGaps"] > 0 and r["worst"] >= r["p99"] > 0 for r in runs), runs
         assert all(n > 0 for n in runs[1]["chatTokens"]), runs  # chunked: every chat streamed during the prefill
