@@ -21,9 +21,11 @@ DEMO_PRESET: dict[str, int] = {
     "max_model_len": 4096,
     "num_gpu_blocks": 1024,
 }
-DEMO_PRESET_HELP = "the live demo's settings (" + ", ".join(
-    f"--{k.replace('_', '-')} {v}" for k, v in DEMO_PRESET.items()
-) + "); flags given as well win"
+DEMO_PRESET_HELP = (
+    "the live demo's settings ("
+    + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in DEMO_PRESET.items())
+    + "); flags given as well win"
+)
 
 
 def parse_with_preset(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:

@@ -4,9 +4,10 @@ Not part of vLLM's API (vLLM changes scheduler settings only at start-up, ``vllm
 these endpoints let a class watch the complaint of §11.1.1 happen and go away on one running server.
 
 * ``GET /admin/scheduling`` / ``POST /admin/scheduling``: read (from the published snapshot, at once even
-  during a long step) or change the scheduler settings between two steps (``LLMEngine.set_scheduling``). ``{"enable_chunked_prefill": false}`` also raises the token
-  budget to ``max_model_len`` and clears ``long_prefill_token_threshold`` (what vLLM requires without
-  chunking); ``true`` restores the chunked budget the server started with (or the one sent).
+  during a long step) or change the scheduler settings between two steps (``LLMEngine.set_scheduling``).
+  ``{"enable_chunked_prefill": false}`` also raises the token budget to ``max_model_len`` and clears
+  ``long_prefill_token_threshold`` (what vLLM requires without chunking); ``true`` restores the chunked
+  budget the server started with (or the one sent).
 * ``GET /admin/state``: KV blocks (total, free), queue lengths and the last steps (who got how many tokens),
   from the snapshot the engine thread publishes after each step (``state_snapshot``): it answers at once,
   even during a long step, and says since when the step in progress has been running (``step_started``).

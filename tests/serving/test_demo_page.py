@@ -165,6 +165,17 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
             page.wait_for_timeout(1000)
             later = page.evaluate("() => [...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap))")
             waiting = page.eval_on_selector_all(".pane .waiting.late", "els => els.map((e) => e.textContent)")
+            # Everything the page reads at load comes from the published snapshot: during the held step a GET of
+            # the settings answers at once, and a second tab opened now shows the live state.
+            assert httpx.get(f"{srv.base_url}/admin/scheduling", timeout=5).json()["max_num_batched_tokens"] == 32
+            other = page.context.new_page()
+            other.goto(f"{srv.base_url}/")
+            other.wait_for_function(
+                "() => document.body.dataset.live === '1'"
+                " && document.getElementById('status').textContent.includes('has been running')",
+                timeout=5_000,
+            )
+            other.close()
         finally:
             runner.execute_model = real
             release.set()
@@ -201,3 +212,37 @@ def test_controls_show_the_servers_settings(tiny_qwen2):
         page.wait_for_function("() => !document.getElementById('chunked').checked", timeout=5_000)
         page.wait_for_function("() => document.getElementById('status').textContent.includes('unchunked')")
         assert scheduling(srv.base_url)["enable_chunked_prefill"] is False
+
+
+def test_a_budget_changed_mid_run_relabels_its_row(tiny_qwen2):
+    """The RAG prompt's step held open, the budget changed from the page meanwhile: the change applies after the
+    step, and the run's row names both settings."""
+    import threading
+
+    with demo_session(tiny_qwen2) as (srv, (page,), _):
+        page.click("#start-chats")
+        page.wait_for_function("() => Number(document.body.dataset.step) >= 3", timeout=60_000)  # sized and calm
+        page.wait_for_function("() => !document.getElementById('send-rag').disabled", timeout=30_000)
+        runner = srv.engine.engine.model_runner
+        release, inside = threading.Event(), threading.Event()
+        real = runner.execute_model
+
+        def held(out):
+            if sum(out.num_scheduled_tokens.values()) > 16:  # a step with a chunk of the RAG prompt
+                inside.set()
+                assert release.wait(30)
+            return real(out)
+
+        runner.execute_model = held
+        try:
+            page.click("#send-rag")
+            assert inside.wait(20)
+            page.fill("#budget", "64")
+            page.dispatch_event("#budget", "change")  # queued behind the held step
+        finally:
+            release.set()
+            runner.execute_model = real
+        page.wait_for_function("() => window.demo.runs.length === 1", timeout=30_000)
+        label = page.evaluate("() => window.demo.runs[0].label")
+        assert label == "chunked, budget 32, threshold 16 → chunked, budget 64, threshold 32", label
+        assert page.eval_on_selector("#runs tbody tr", "r => r.cells[1].textContent") == label

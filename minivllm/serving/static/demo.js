@@ -404,7 +404,7 @@ async function init() {
     demo.streams.forEach((s) => s.controller && s.controller.abort());
   };
   setInterval(pollState, 500);
-  setInterval(draw, 100);
+  setInterval(draw, 250); // a redraw costs the browser CPU the engine needs: 4 times a second is enough
   setInterval(updateWaiting, 100);
   setInterval(renderPanes, 100);
   setInterval(updateScript, 100);
