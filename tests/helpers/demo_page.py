@@ -28,10 +28,13 @@ DEMO_FLAGS = ("--demo-preset",)
 # The script's step the page highlights (1-based; 9 once every step is done).
 STEP = "() => Number(document.body.dataset.step)"
 STALL_S = "() => window.demo.stallS"
-# Red counters seen, recorded by the page itself every 100 ms (installed by play_scene): [seconds, count, scene?].
+# Red counters seen, recorded by the page itself every 100 ms (installed by play_scene): [seconds, count, RAG running,
+# sizing phase, stall threshold, longest open gap].
 WATCH_RED = """() => { window.__red = []; setInterval(() => {
   const n = document.querySelectorAll('.pane .waiting.late').length;
-  if (n) window.__red.push([performance.now() / 1000, n, window.demo.ragRunning]); }, 100); }"""
+  if (n) window.__red.push([performance.now() / 1000, n, window.demo.ragRunning, window.demo.sizing && window.demo.sizing.what,
+    window.demo.stallS, Math.max(...[...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap)))]);
+  }, 100); }"""
 
 
 @dataclass

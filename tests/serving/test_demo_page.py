@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE
+from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE, overlapping_labels
 from tests.helpers.server import running_server, wait_idle
 
 pytest.importorskip("playwright")
@@ -129,11 +129,24 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         assert all(r["numGaps"] > 0 and r["worst"] >= r["p99"] > 0 for r in runs), runs
         assert all(n > 0 for n in runs[1]["chatTokens"]), runs  # chunked: every chat streamed during the prefill
         print("comparison table:", rows)
+        assert "froze" in page.inner_text("#compare") and "chunking on" in page.inner_text("#compare")
         # the panes' maxima count from the last scheduler change: the chunked run's, not the session's
         per_run = "() => window.demo.streams.map((s) => [s.max, Math.max(0, ...s.gaps.filter((p) => p.t >= "
         per_run += "window.demo.runStart).map((p) => p.g))])"
         assert all(abs(a - b) < 1e-6 for a, b in page.evaluate(per_run)), page.evaluate(per_run)
         assert page.evaluate("() => window.demo.runLabel") == "chunking on (budget 32, threshold 16)"
+        for width, height in ((1366, 768), (1920, 1080)):  # a projector's, then a large screen's
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(600)  # two redraws
+            assert overlapping_labels(page) == [], (width, overlapping_labels(page))
+            in_view = f"r => r.top >= 0 && r.left >= 0 && r.bottom <= {height} && r.right <= {width}"
+            assert (
+                page.eval_on_selector_all(
+                    ".pane .waiting", f"es => es.map((e) => ({in_view})(e.getBoundingClientRect()))"
+                )
+                == [True] * 7
+            )
+            assert " s" in page.evaluate("() => window.demo.labelBoxes.map((b) => b.text).join('|')")  # seconds
         page.screenshot(path=str(tmp_path / "demo.png"))
         if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
             ASSET.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ The server as the README starts it (``serve --model smollm2 --demo-preset``); De
 two CPU hogs (``sh -c 'while :; do :; done'``) beside it, as a lecture machine has other work. The page's own
 script is played (tests/helpers/demo_page.play_scene): start the chats, wait until calm (the page sizes the
 scene), chunking off, send the long RAG prompt, watch, chunking on, send it again, compare. Asserted: the scene
-is sized within its stall cap (here ``?max_stall_s=10``, so that CI's 2 cores play it in a few minutes), the
+is sized within its stall cap (here ``?max_stall_s=20``), the
 sizing's predicted unchunked stall is within 0.5-2x the step measured, no red counter before the scene, the RAG
 button disabled with a reason while it cannot act, every chat streaming (tokens during the chunked prefill), the
 unchunked worst chat gap at least 3x the chunked one, a second tab reloaded mid-stall showing the live state
@@ -29,7 +29,11 @@ pytestmark = [
     pytest.mark.slow,  # the real model, a browser and two CPU hogs: a few minutes on 2 cores
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)"),
 ]
-MAX_STALL_S = 10  # the page's cap on the unchunked stall it chooses (15 s by default; lower here to keep CI short)
+# The page's cap on the unchunked stall it chooses (15 s by default). It binds only on a slow machine: where a
+# decode step of six chats takes 2.3 s (load average 20 besides the hogs), a stall (5x that) starts at 11 s and
+# needs a cap of ~20 s to show; in CI (2 cores, the hogs) the page's aim, ~10x the chunked run's slowest step,
+# comes first.
+MAX_STALL_S = 20
 VIEW = {"width": 1366, "height": 768}  # a projector
 # Guards against a hang only; every wait ends on the page's state. Sizing measures prompts up to ~1.2x the chosen
 # one, chunked, a few times: a few times the cap each.

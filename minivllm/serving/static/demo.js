@@ -21,12 +21,12 @@ const RAG_COLOR = "#e65100";
 const STALL_FACTOR = 5.0;
 const T0 = performance.now();
 // demo.chats: the chats' connection while it is open; demo.scene: what sizeScene (demo_scene.js) measured and
-// chose; demo.sizing: what the sizing is doing while it runs; demo.steady: the last published steps decoded every
-// chat and prefilled nothing; demo.stallS: STALL_FACTOR x the median decode step (null until one is seen);
-// demo.ragLabels: the scheduler settings seen while the RAG prompt ran (a change mid-run relabels its row);
-// ragSeed: a new seed per page, so that no RAG prompt hits the prefix cache.
+// chose; demo.sizing: what the sizing is doing while it runs; demo.calm: sized, and steady since; demo.steady:
+// the last published steps decoded every chat and prefilled nothing; demo.stallS: STALL_FACTOR x the median
+// decode step (null until one is seen); demo.ragLabels: the scheduler settings seen while the RAG prompt ran (a
+// change mid-run relabels its row); ragSeed: a new seed per page, so that no RAG prompt hits the prefix cache.
 const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0, runs: [],
-               scene: null, sizing: null, chats: null, steady: false, stallS: null, ragRunning: false,
+               scene: null, sizing: null, chats: null, steady: false, calm: false, stallS: null, ragRunning: false,
                ragLabels: [], scheduling: null, labelBoxes: [], ragSeed: Math.floor(Math.random() * 1e6) };
 window.demo = demo;
 
@@ -62,7 +62,7 @@ function makeStream(kind, label, color) {
 function updateStats(s) {
   const ttft = s.ttft === null ? "–" : secs(s.ttft);
   const last = s.gaps.length ? secs(s.gaps[s.gaps.length - 1].g / 1000) : "–";
-  s.pane.querySelector(".stats").textContent = `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft}\n`
+  s.pane.querySelector(".stats").textContent = `${s.running ? "▶" : "■"} ${s.tokens} tok · TTFT ${ttft}\n`
     + `gap ${last} · max ${secs(s.max / 1000)}`;
 }
 
@@ -78,7 +78,7 @@ function updateWaiting() {
     const open = openGap(s);
     // Nothing before a decode step is measured (the chats' own first prefill is not the scene); red past a stall.
     const waiting = demo.stallS !== null && open > demo.stallS;
-    el.textContent = waiting ? `waiting ${open.toFixed(1)} s${s.last === null ? " for the first token" : ""}` : "";
+    el.textContent = waiting ? `waiting ${open.toFixed(1)} s` : ""; // for its first token too (TTFT "–")
     el.classList.toggle("late", waiting);
     s.pane.dataset.openGap = open.toFixed(3);
   }
@@ -270,7 +270,7 @@ async function addRun(numTokens, ragId, chatIdsBefore) {
   gaps.sort((a, b) => a - b);
   const p99 = gaps.length ? gaps[Math.min(gaps.length - 1, Math.ceil(0.99 * gaps.length) - 1)] : NaN;
   // The steps that prefilled it: how many, how long in all, the longest (the unchunked stall the sizing predicted).
-  const steps = await prefillSteps(rag.first_scheduled_time, w1);
+  const { steps } = await prefillSteps(rag.first_scheduled_time, w1);
   demo.runs.push({ label: demo.ragLabels.join(" → "), numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN,
                    p99, ttft: w1 - w0, numGaps: gaps.length, chatTokens: during, prefillSteps: steps.length,
                    prefillTime: sum(steps.map((x) => x.duration)), queued: rag.first_scheduled_time - w0,
@@ -387,14 +387,17 @@ async function pollState() {
 }
 
 async function init() {
-  const models = await api("/v1/models");
+  // Both from the server's published state (never the engine thread): a reload during a long step shows the
+  // live state at once.
+  const [models, sc] = await Promise.all([api("/v1/models"), api("/admin/scheduling")]);
   demo.model = models.data[0].id;
   demo.maxModelLen = models.data[0].max_model_len;
   demo.chatTokens = Math.min(300, Math.floor(demo.maxModelLen / 3));
   $("rag-tokens").value = Math.min(2000, demo.maxModelLen - 64);
   CHATS.forEach((q, i) => makeStream("chat", `chat ${i + 1}`, COLORS[i]).question = q);
   makeStream("rag", "RAG prompt", RAG_COLOR);
-  showScheduling(await api("/admin/scheduling"));
+  showScheduling(sc);
+  pollState();
   $("start-chats").onclick = startChats;
   $("send-rag").onclick = sendRag;
   $("chunked").onchange = setChunked;
@@ -408,7 +411,6 @@ async function init() {
   setInterval(updateWaiting, 100);
   setInterval(renderPanes, 100);
   setInterval(updateScript, 100);
-  pollState();
   draw();
   updateScript();
   document.body.dataset.ready = "1";

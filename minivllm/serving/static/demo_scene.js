@@ -30,16 +30,20 @@ async function waitSteady(n) {
 // One sizing prompt of numTokens tokens, sent with max_tokens 1 while the chats stream (chunked or not, as the
 // server is set): the prompt tokens of the steps that prefilled it (first scheduling to first token, engine
 // clock) and the time those steps took beyond a decode step (the chats' share).
+// The decode step is the median of the 8 decode-only steps just before the prompt was first scheduled (the
+// machine's speed drifts when its load changes: the scene-wide value would mis-measure a later prompt).
 async function calibrate(numTokens, decode) {
   demo.ragSeed += 1;
   const p = await api(`/admin/rag_prompt?num_tokens=${numTokens}&seed=${demo.ragSeed}`);
   const out = await api("/v1/completions", { model: demo.model, prompt: p.prompt_token_ids, max_tokens: 1,
                                              temperature: 0 });
   const rec = (await api(`/admin/trace?request_ids=${out.id}`)).requests[out.id];
-  const steps = await prefillSteps(rec.first_scheduled_time, rec.token_times[0]);
+  const { steps, all } = await prefillSteps(rec.first_scheduled_time, rec.token_times[0]);
   const tokens = steps.reduce((a, x) => a + x.prefill_tokens, 0);
   if (!tokens) throw new Error("no prefill step was recorded for the sizing prompt");
-  return { L: tokens, t: steps.reduce((a, x) => a + Math.max(0, x.duration - decode), 0), steps: steps.length };
+  const before = all.filter((x) => x.end <= rec.first_scheduled_time && x.prefill_tokens === 0).slice(-8);
+  const d = before.length >= 3 ? median(before.map((x) => x.duration)) : decode;
+  return { L: tokens, t: steps.reduce((a, x) => a + Math.max(0, x.duration - d), 0), steps: steps.length, decode: d };
 }
 
 // The published steps that prefilled between first and last (engine clock), once the snapshot has them.
@@ -50,7 +54,7 @@ async function prefillSteps(first, last) {
     if (st) await sleep(20); // the reply can come back before the snapshot of its last step is published
     st = await api("/admin/state?last_steps=1000");
   }
-  return st.steps.filter((x) => x.start >= first && x.end <= last && x.prefill_tokens > 0);
+  return { steps: st.steps.filter((x) => x.start >= first && x.end <= last && x.prefill_tokens > 0), all: st.steps };
 }
 
 // Least squares for t = a·L + b·L² (b: attention over a longer prompt costs more per token), with a, b >= 0;
@@ -113,6 +117,8 @@ async function sizeScene(n) {
     const unchunked = !demo.scheduling.enable_chunked_prefill;
     const top = unchunked ? longest(f, MAX_STALL_S) : lenCap; // unchunked, a sizing prompt is a stall too
     let next = !above ? 1.2 * target : !below ? 0.8 * target : target;
+    // At most twice the longest prompt measured: one noisy measurement must not send a prompt of max_model_len.
+    next = Math.min(next, 2 * Math.max(...pts.map((q) => q.L)));
     next = Math.max(128, Math.min(top, Math.round(next / 16) * 16));
     if (pts.some((p) => Math.abs(p.L - next) < 16)) next = Math.max(128, Math.min(top, next + (above ? -64 : 64)));
     if (pts.some((p) => Math.abs(p.L - next) < 16)) break; // nothing new to measure: not converged
@@ -137,9 +143,13 @@ function sceneSentence(sc, n) {
   const why = !sc.capped ? `about ${Math.round(sc.ratio)}× the longest pause with chunking (${secs(sc.lastChunk)})`
     : sc.stall >= 0.7 * sc.maxStall ? `kept under the ${sc.maxStall} s limit`
       : `as long as max_model_len and the KV cache allow`;
+  // A stall is a gap over STALL_FACTOR decode steps: on a busy machine the cap may leave little of it to see.
+  const busy = sc.stall < 1.5 * STALL_FACTOR * sc.decode
+    ? ` This machine is busy: a stall (over ${STALL_FACTOR}× a decode step) starts at ${secs(STALL_FACTOR * sc.decode)}, `
+      + `so the counters will barely turn red; close other programs or raise the cap (?max_stall_s=).` : "";
   return `Measured on this machine: one step that gives each of the ${n} chats a token takes ${secs(sc.decode)}; `
     + `reading a prompt took ${measured}. Chosen: a ${sc.ragTokens.toLocaleString("en")}-token prompt, predicted to `
-    + `freeze every chat for ${secs(sc.stall)} without chunking (${why}).`;
+    + `freeze every chat for ${secs(sc.stall)} without chunking (${why}).${busy}`;
 }
 
 // The comparison, from the two runs' numbers: what chunking did to the chats and to the long prompt's first token.
@@ -172,7 +182,8 @@ const sum = (xs) => xs.reduce((a, x) => a + x, 0);
 // and its control is highlighted.
 const SCRIPT = [
   ["Start the chats", "#start-chats", () => demo.chats !== null || demo.runs.length > 0],
-  ["Wait until calm: the page measures this machine", null, () => demo.scene !== null && demo.steady],
+  ["Wait until calm: the page measures this machine", null, () => demo.calm || (demo.calm = demo.scene !== null
+    && demo.sizing === null && demo.steady)],
   ["Switch chunked prefill off", "#chunked-label", () => !demo.scheduling.enable_chunked_prefill || hasRun("unchunked")],
   ["Send the long RAG prompt", "#send-rag", () => demo.ragLabels.includes("unchunked") || hasRun("unchunked")],
   ["Watch: every chat waits for one long step", null, () => hasRun("unchunked")],
@@ -209,5 +220,5 @@ function updateScript() {
     $(id).disabled = why !== "";
     $(id).title = why;
   }
-  $("reason").textContent = reasons["send-rag"] && demo.chats ? `RAG prompt: ${reasons["send-rag"]}` : "";
+  $("reason").textContent = demo.chats ? reasons["send-rag"] : "";
 }
