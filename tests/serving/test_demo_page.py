@@ -88,7 +88,7 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         rag = scene["ragTokens"]  # max_model_len 256 caps it: the tiny model's prefill is fast
         print("scene:", scene, page.inner_text("#scene"))
         assert scene["capped"] and rag == scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
-        assert scene["decode"] > 0 and scene["a"] > 0 and scene["chunk"] == 16, scene
+        assert scene["decode"] > 0 and scene["a"] + scene["b"] > 0 and scene["chunk"] == 16, scene
         assert f"a {rag}-token prompt" in page.inner_text("#scene") and "max_model_len" in page.inner_text("#scene")
         assert len(scene["measured"]) >= 2, scene  # at least one sizing prompt checks the fit of the others
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")

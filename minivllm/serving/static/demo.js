@@ -77,9 +77,12 @@ function updateWaiting() {
     const el = s.pane.querySelector(".waiting");
     const open = openGap(s);
     // Nothing before a decode step is measured (the chats' own first prefill is not the scene); red past a stall.
+    // While the page sizes the scene its own prompts slow the chats: shown, in grey, as the sizing's.
     const waiting = demo.stallS !== null && open > demo.stallS;
-    el.textContent = waiting ? `waiting ${open.toFixed(1)} s` : ""; // for its first token too (TTFT "–")
-    el.classList.toggle("late", waiting);
+    const sizing = waiting && demo.sizing !== null;
+    el.textContent = waiting ? `waiting ${open.toFixed(1)} s${sizing ? " (sizing)" : ""}` : ""; // first token too
+    el.classList.toggle("late", waiting && !sizing);
+    el.classList.toggle("sizing", sizing);
     s.pane.dataset.openGap = open.toFixed(3);
   }
 }

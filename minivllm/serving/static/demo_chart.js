@@ -43,8 +43,9 @@ function draw() {
   const xStep = niceStep(t1 - t0, 8);
   for (let t = Math.ceil(t0 / xStep) * xStep; t <= t1; t += xStep) {
     const label = `${t.toFixed(0)} s`, half = g.measureText(label).width / 2;
-    const right = x(t) + half > W - 2;
-    textBox(g, label, right ? W - 2 : x(t), H - B + 18, right ? "right" : "center", boxes);
+    // The first tick starts at the axis (clear of the y ticks), the last ends inside the canvas.
+    const left = x(t) - half < L, right = x(t) + half > W - 2;
+    textBox(g, label, right ? W - 2 : x(t), H - B + 18, left ? "left" : right ? "right" : "center", boxes);
   }
   // The axis title sits left of the ticks' widest label, rotated; its box is the rotated one.
   const widest = Math.max(0, ...boxes.filter((b) => b.x < L).map((b) => b.w));

@@ -158,7 +158,8 @@ function compareSentence() {
   const on = [...demo.runs].reverse().find((r) => r.label.startsWith("chunked"));
   if (!off || !on) return "";
   const times = off.worst / on.worst;
-  let s = `Chunking off, the long prompt was read in one step of ${secs(off.longestStep)} and every chat froze for `
+  const predicted = off.predicted === null ? "" : ` (the sizing predicted ${secs(off.predicted)})`;
+  let s = `Chunking off, the long prompt was read in one step of ${secs(off.longestStep)}${predicted} and every chat froze for `
     + `up to ${secs(off.worst)} (${sum(off.chatTokens)} chat tokens meanwhile); chunking on, it took `
     + `${on.prefillSteps} steps and the chats' worst gap was ${secs(on.worst)}, ${times.toFixed(1)}× shorter `
     + `(${sum(on.chatTokens)} chat tokens meanwhile). `;
