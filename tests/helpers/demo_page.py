@@ -32,8 +32,9 @@ STALL_S = "() => window.demo.stallS"
 # sizing phase, stall threshold, longest open gap].
 WATCH_RED = """() => { window.__red = []; setInterval(() => {
   const n = document.querySelectorAll('.pane .waiting.late').length;
-  if (n) window.__red.push([performance.now() / 1000, n, window.demo.ragRunning, window.demo.sizing && window.demo.sizing.what,
-    window.demo.stallS, Math.max(...[...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap)))]);
+  if (n) window.__red.push([performance.now() / 1000, n, window.demo.ragRunning,
+    window.demo.sizing && window.demo.sizing.what, window.demo.stallS,
+    Math.max(...[...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap)))]);
   }, 100); }"""
 
 

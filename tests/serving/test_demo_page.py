@@ -85,11 +85,14 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         page.click("#start-chats")
         page.wait_for_function(SIZED, timeout=30_000)  # the scene sized to this machine and model
         scene = page.evaluate("() => window.demo.scene")
-        rag = scene["ragTokens"]  # max_model_len 256 caps it: the tiny model's prefill is fast
+        rag = scene["ragTokens"]
         print("scene:", scene, page.inner_text("#scene"))
-        assert scene["capped"] and rag == scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
+        # max_model_len 256 bounds it (the tiny model's prefill is fast: usually the bound, unless a timing blip
+        # on a loaded machine reaches the 10x aim below it)
+        assert rag <= scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
+        assert not scene["capped"] or rag == scene["cap"], scene
         assert scene["decode"] > 0 and scene["a"] + scene["b"] > 0 and scene["chunk"] == 16, scene
-        assert f"a {rag}-token prompt" in page.inner_text("#scene") and "max_model_len" in page.inner_text("#scene")
+        assert f"a {rag}-token prompt" in page.inner_text("#scene")
         assert len(scene["measured"]) >= 2, scene  # at least one sizing prompt checks the fit of the others
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
         before, image = points(page), page.eval_on_selector("#gap-chart", "c => c.toDataURL()")
@@ -170,6 +173,8 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
 
         page.click("#start-chats")
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 8")
+        # after the sizing: while the page sizes the scene, its counters are grey, the sizing's own
+        page.wait_for_function("() => Number(document.body.dataset.step) >= 3", timeout=60_000)
         runner.execute_model = held  # the next step stays open until released
         try:
             assert inside.wait(10)
@@ -181,7 +186,7 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
             # Everything the page reads at load comes from the published snapshot: during the held step a GET of
             # the settings answers at once, and a second tab opened now shows the live state.
             assert httpx.get(f"{srv.base_url}/admin/scheduling", timeout=5).json()["max_num_batched_tokens"] == 32
-            other = page.context.new_page()
+            other = page.context.browser.new_page()
             other.goto(f"{srv.base_url}/")
             other.wait_for_function(
                 "() => document.body.dataset.live === '1'"
@@ -257,5 +262,5 @@ def test_a_budget_changed_mid_run_relabels_its_row(tiny_qwen2):
             runner.execute_model = real
         page.wait_for_function("() => window.demo.runs.length === 1", timeout=30_000)
         label = page.evaluate("() => window.demo.runs[0].label")
-        assert label == "chunked, budget 32, threshold 16 → chunked, budget 64, threshold 32", label
+        assert label == "chunked, budget 32 → chunked, budget 64, threshold 32", label  # as the server started
         assert page.eval_on_selector("#runs tbody tr", "r => r.cells[1].textContent") == label
