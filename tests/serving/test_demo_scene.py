@@ -38,7 +38,7 @@ pytestmark = [
 # decode step of six chats takes 2.3 s (load average 20 besides the hogs), a stall (5x that) starts at 11 s and
 # needs a cap of ~20 s to show; in CI (2 cores, the hogs) the page's aim, ~10x the chunked run's slowest step,
 # comes first.
-MAX_STALL_S = 20
+MAX_STALL_S = 10
 VIEW = {"width": 1366, "height": 768}  # a projector
 # Guards against a hang only; every wait ends on the page's state. Sizing measures prompts up to ~1.2x the chosen
 # one, chunked, a few times: a few times the cap each.

@@ -278,7 +278,8 @@ async function addRun(numTokens, ragId, chatIdsBefore) {
                    p99, ttft: w1 - w0, numGaps: gaps.length, chatTokens: during, prefillSteps: steps.length,
                    prefillTime: sum(steps.map((x) => x.duration)), queued: rag.first_scheduled_time - w0,
                    longestStep: Math.max(0, ...steps.map((x) => x.duration)),
-                   predicted: demo.scene && demo.scene.ragTokens === numTokens ? demo.scene.stall : null });
+                   predicted: demo.scene && demo.scene.ragTokens === numTokens ? demo.scene.stall : null,
+                   maxStall: demo.scene ? demo.scene.maxStall : null });
   showRuns();
 }
 

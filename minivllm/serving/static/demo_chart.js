@@ -30,7 +30,7 @@ function draw() {
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
   g.clearRect(0, 0, W, H);
   const boxes = [];
-  const L = 60, R = 12, T = 26, B = 30, t1 = Math.max(now(), 10), t0 = 0;
+  const L = 60, R = 12, T = 30, B = 30, t1 = Math.max(now(), 10), t0 = 0;
   const visible = demo.streams.flatMap((s) => s.gaps);
   const top = visible.reduce((m, p) => Math.max(m, p.g / 1000), 0.05) * 1.1, yStep = niceStep(top, 5);
   const yMax = Math.ceil(top / yStep) * yStep;
@@ -61,7 +61,7 @@ function draw() {
   }
   // Event lines, each with its number on a row above the plot (the legend says what each number is): a number
   // goes on the first of two rows where it clears the previous one, else right of the row's last number.
-  const rowEnd = [-Infinity, -Infinity], rowY = [T - 14, T - 1];
+  const rowEnd = [-Infinity, -Infinity], rowY = [T - 16, T - 1]; // boxes 14 px tall: rows 15 px apart
   demo.events.forEach((ev, i) => {
     g.strokeStyle = ev.color; g.setLineDash([4, 4]); g.beginPath(); g.moveTo(x(ev.t), T); g.lineTo(x(ev.t), H - B);
     g.stroke(); g.setLineDash([]); g.fillStyle = ev.color; g.font = "bold 13px system-ui";

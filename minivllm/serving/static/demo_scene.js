@@ -6,7 +6,8 @@
 const MAX_STALL_S = Number(new URLSearchParams(location.search).get("max_stall_s")) || 15;
 const STALL_TARGET = 10; // aim: the unchunked step ~10x the chunked run's slowest step (below the cap)
 const FIT_TOLERANCE = 0.25; // the fit must predict a measured prompt near the chosen length within 25%
-const MAX_CALIBRATIONS = 6;
+const MAX_CALIBRATIONS = 7;
+const FIRST_PROBE = 128; // tokens: the first sizing prompt, short enough to be a short stall on any machine
 
 // A steady baseline: the last `count` published steps each decoded every chat and prefilled nothing, and
 // nothing waits. Returns their median duration (the decode step), or null.
@@ -27,8 +28,8 @@ async function waitSteady(n) {
   }
 }
 
-// One sizing prompt of numTokens tokens, sent with max_tokens 1 while the chats stream (chunked or not, as the
-// server is set): the prompt tokens of the steps that prefilled it (first scheduling to first token, engine
+// One sizing prompt of numTokens tokens, sent with max_tokens 1 while the chats stream (unchunked: sizeScene
+// switches chunking off): the prompt tokens of the steps that prefilled it (first scheduling to first token, engine
 // clock) and the time those steps took beyond a decode step (the chats' share).
 // The decode step is the median of the 8 decode-only steps just before the prompt was first scheduled (the
 // machine's speed drifts when its load changes: the scene-wide value would mis-measure a later prompt).
@@ -43,7 +44,7 @@ async function calibrate(numTokens, decode) {
   if (!tokens) throw new Error("no prefill step was recorded for the sizing prompt");
   const before = all.filter((x) => x.end <= rec.first_scheduled_time && x.prefill_tokens === 0).slice(-8);
   const d = before.length >= 3 ? median(before.map((x) => x.duration)) : decode;
-  return { L: tokens, t: steps.reduce((a, x) => a + Math.max(0, x.duration - d), 0), steps: steps.length, decode: d };
+  return { L: tokens, sent: numTokens, t: steps.reduce((a, x) => a + Math.max(0, x.duration - d), 0), steps: steps.length, decode: d };
 }
 
 // The published steps that prefilled between first and last (engine clock), once the snapshot has them.
@@ -72,12 +73,16 @@ function fitCost(pts) {
   return { a, b };
 }
 
-// The scene sized to this machine (a laptop CPU or a GPU), with the chats streaming steadily: a decode step (the
-// median of 8 steady steps), then sizing prompts that bracket the chosen length, refitted until the fit
-// predicts the prompt measured nearest the chosen length within 25%. The RAG prompt is the shortest whose
-// unchunked step lasts STALL_TARGET times the chunked run's slowest step (its last chunk, which attends to the
-// whole prompt), never one whose predicted unchunked stall exceeds MAX_STALL_S, and within max_model_len and the
-// KV cache. While the chats are not chunked, no sizing prompt is longer than the cap allows (each is a stall).
+// The scene sized to this machine (a laptop CPU or a GPU), with the chats streaming steadily. What it predicts is
+// one unchunked step, so that is what it measures: chunking is switched off for the sizing (and restored after),
+// and each sizing prompt is read in one step, timed by the engine (the published step's duration, less a decode
+// step). The prompts start small (FIRST_PROBE) and grow geometrically (at most 2x the longest measured, and no
+// longer than a quadratic extrapolation of it allows under the cap: the page never makes a stall much longer than
+// the cap while sizing), then measure the chosen length itself; the fit is refitted after each, until it predicts
+// a prompt measured near the chosen length within 25% and predicted the last prompt (before it was measured)
+// within 25%. The RAG prompt is the shortest whose unchunked step lasts STALL_TARGET times the chunked run's
+// slowest step (its last chunk, which attends to the whole prompt), never one whose predicted unchunked stall
+// exceeds MAX_STALL_S, and within max_model_len and the KV cache.
 async function sizeScene(n) {
   demo.sizing = { what: "waiting for the chats to settle", measured: [] };
   const decode = await waitSteady(n);
@@ -88,52 +93,80 @@ async function sizeScene(n) {
   const st = await api("/admin/state?last_steps=0");
   const room = 0.9 * st.num_gpu_blocks * st.block_size - n * (64 + demo.chatTokens);
   const lenCap = Math.floor(Math.min(demo.maxModelLen - 48, room));
+  const before = demo.scheduling; // restored once the sizing is done
   addEvent("sizing the scene", "#555");
+  if (before.enable_chunked_prefill) showScheduling(await api("/admin/scheduling", { enable_chunked_prefill: false }));
+  let result;
+  try {
+    result = await probeScene(n, decode, chunk, lenCap);
+  } finally {
+    if (before.enable_chunked_prefill) {
+      showScheduling(await api("/admin/scheduling", { enable_chunked_prefill: true,
+        max_num_batched_tokens: before.max_num_batched_tokens,
+        long_prefill_token_threshold: before.long_prefill_token_threshold }));
+    }
+  }
+  demo.scene = result;
+  demo.sizing = null;
+  $("rag-tokens").value = result.ragTokens;
+  $("scene").textContent = sceneSentence(result, n);
+}
+
+// The tokens of a sizing prompt the prefix cache already held (the template's opening): the least over them.
+const cached = (pts) => Math.min(...pts.map((p) => p.sent - p.L));
+
+async function probeScene(n, decode, chunk, lenCap) {
   const stall = (f, L) => decode + f.a * L + f.b * L * L;
   const lastChunk = (f, L) => decode + f.a * chunk + f.b * (2 * L * chunk - chunk * chunk);
   // The longest length whose predicted stall is within `limit` seconds (and lenCap); the shortest reaching the aim.
-  const longest = (f, limit) => { let L = 128; while (L + 16 <= lenCap && stall(f, L + 16) <= limit) L += 16; return L; };
+  const longest = (f, limit) => { let L = 16; while (L + 16 <= lenCap && stall(f, L + 16) <= limit) L += 16; return L; };
   const choose = (f) => {
     const most = longest(f, MAX_STALL_S);
     let L = Math.min(4 * chunk, most);
     while (L + 16 <= most && stall(f, L) < STALL_TARGET * lastChunk(f, L)) L += 16;
     return L;
   };
+  const near = (p, L) => Math.abs(p.L - L) <= FIT_TOLERANCE * L;
+  const within = (f, p) => Math.abs(f.a * p.L + f.b * p.L ** 2 - p.t) <= FIT_TOLERANCE * p.t;
   const pts = [];
-  let L = Math.min(Math.max(4 * chunk, 512), lenCap), f = null, converged = false;
+  let L = Math.min(FIRST_PROBE, lenCap), f = null, converged = false;
   while (pts.length < MAX_CALIBRATIONS) {
-    demo.sizing.what = `measuring a ${L}-token prompt (${pts.length + 1} of at most ${MAX_CALIBRATIONS})`;
+    demo.sizing.what = `reading a ${L}-token prompt in one step (${pts.length + 1} of at most ${MAX_CALIBRATIONS})`;
     const m = await calibrate(L, decode);
-    const before = f; // the fit without this prompt: did it predict it?
+    const previous = f; // the fit without this prompt: did it predict it?
     pts.push(m);
     demo.sizing.measured = pts;
     f = fitCost(pts);
     const target = choose(f);
-    const near = pts.filter((p) => Math.abs(p.L - target) <= FIT_TOLERANCE * target);
-    const below = pts.some((p) => p.L <= target), above = pts.some((p) => p.L >= target) || target >= lenCap;
-    const predicted = before !== null && Math.abs(before.a * m.L + before.b * m.L ** 2 - m.t) <= FIT_TOLERANCE * m.t;
-    if (below && above && near.length && predicted) { converged = true; break; }
-    // The next prompt: above the target if none is, below if none is, else at the target itself.
-    const unchunked = !demo.scheduling.enable_chunked_prefill;
-    const top = unchunked ? longest(f, MAX_STALL_S) : lenCap; // unchunked, a sizing prompt is a stall too
-    let next = !above ? 1.2 * target : !below ? 0.8 * target : target;
-    // At most twice the longest prompt measured: one noisy measurement must not send a prompt of max_model_len.
-    next = Math.min(next, 2 * Math.max(...pts.map((q) => q.L)));
-    next = Math.max(128, Math.min(top, Math.round(next / 16) * 16));
-    if (pts.some((p) => Math.abs(p.L - next) < 16)) next = Math.max(128, Math.min(top, next + (above ? -64 : 64)));
-    if (pts.some((p) => Math.abs(p.L - next) < 16)) break; // nothing new to measure: not converged
-    L = next;
+    const close = pts.filter((p) => near(p, target)).sort((p, q) => Math.abs(p.L - target) - Math.abs(q.L - target));
+    const below = pts.some((p) => p.L <= target), above = pts.some((p) => p.L >= target) || target + 16 > lenCap;
+    if (below && above && close.length && within(f, close[0]) && previous !== null && within(previous, m)) {
+      converged = true;
+      break;
+    }
+    // The longest prompt measured, and how long the next may be while growing: at most twice it, and no longer
+    // than its time grown quadratically (a·L + b·L² with a, b >= 0 grows no faster) allows under the cap.
+    const top = pts.reduce((p, q) => (q.L > p.L ? q : p));
+    let safe = Math.min(2 * top.L, lenCap);
+    while (safe > top.L && decode + top.t * (safe / top.L) ** 2 > MAX_STALL_S) safe -= 16;
+    // Below the chosen length: grow towards it; near it (the longest measured within 25%, predicted by the fit
+    // before it within 25%): one prompt 10% above it, to bracket it (predicted ~1.2x the cap at most, the
+    // longest stall the sizing makes); bracketed: the chosen length itself, measured again.
+    const trusted = near(top, target) && previous !== null && within(previous, m);
+    let next = !above && trusted ? Math.min(1.1 * target, lenCap) : target > safe ? safe : target;
+    next = Math.max(16, Math.round(next / 16) * 16);
+    if (next <= top.L && target > top.L) break; // the cap stops the growth below the chosen length: not converged
+    L = Math.min(lenCap, next + cached(pts)); // the prompt to send: its prefill plus the cached opening
   }
   // Not converged: the fit is not trusted up to the cap; the prompt stays within 3/4 of it.
-  let ragTokens = choose(f);
-  if (!converged) ragTokens = Math.min(ragTokens, longest(f, 0.75 * MAX_STALL_S));
-  const pred = stall(f, ragTokens), slow = lastChunk(f, ragTokens);
-  demo.scene = { decode, a: f.a, b: f.b, chunk, cap: lenCap, maxStall: MAX_STALL_S, ragTokens, stall: pred,
-                 lastChunk: slow, ratio: pred / slow, converged, measured: pts,
-                 capped: pred < STALL_TARGET * slow - 1e-9 };
-  demo.sizing = null;
-  $("rag-tokens").value = ragTokens;
-  $("scene").textContent = sceneSentence(demo.scene, n);
+  let L1 = choose(f);
+  if (!converged) L1 = Math.min(L1, longest(f, 0.75 * MAX_STALL_S));
+  const pred = stall(f, L1), slow = lastChunk(f, L1);
+  // The fit counts the tokens prefilled; a prompt also has the template's opening, whose full blocks the prefix
+  // cache may already hold (measured: the tokens sent less those prefilled, the least over the sizing prompts).
+  const ragTokens = Math.min(lenCap, L1 + cached(pts));
+  return { decode, a: f.a, b: f.b, chunk, cap: lenCap, maxStall: MAX_STALL_S, ragTokens, stall: pred,
+           lastChunk: slow, ratio: pred / slow, converged, measured: pts, capped: pred < STALL_TARGET * slow - 1e-9 };
 }
 
 const secs = (x) => `${x < 0.1 ? x.toFixed(3) : x < 10 ? x.toFixed(2) : x.toFixed(1)} s`;
@@ -148,7 +181,7 @@ function sceneSentence(sc, n) {
     ? ` This machine is busy: a stall (over ${STALL_FACTOR}× a decode step) starts at ${secs(STALL_FACTOR * sc.decode)}, `
       + `so the counters will barely turn red; close other programs or raise the cap (?max_stall_s=).` : "";
   return `Measured on this machine: one step that gives each of the ${n} chats a token takes ${secs(sc.decode)}; `
-    + `reading a prompt took ${measured}. Chosen: a ${sc.ragTokens.toLocaleString("en")}-token prompt, predicted to `
+    + `reading a prompt in one step (chunking off) took ${measured}. Chosen: a ${sc.ragTokens.toLocaleString("en")}-token prompt, predicted to `
     + `freeze every chat for ${secs(sc.stall)} without chunking (${why}).${busy}`;
 }
 
@@ -163,6 +196,12 @@ function compareSentence() {
     + `up to ${secs(off.worst)} (${sum(off.chatTokens)} chat tokens meanwhile); chunking on, it took `
     + `${on.prefillSteps} steps and the chats' worst gap was ${secs(on.worst)}, ${times.toFixed(1)}× shorter `
     + `(${sum(on.chatTokens)} chat tokens meanwhile). `;
+  // The sizing's prediction is a promise to the lecturer: when the machine slowed down since, the page says so.
+  if (off.predicted !== null && (off.longestStep > 1.25 * off.predicted || off.longestStep > off.maxStall)) {
+    s += `That step overshot: ${secs(off.longestStep)} against ${secs(off.predicted)} predicted`
+      + `${off.longestStep > off.maxStall ? `, over the ${off.maxStall} s limit` : ""}; this machine ran slower `
+      + `than while the page measured it. `;
+  }
   if (on.ttft < off.ttft) {
     s += `Its first token even came earlier (${secs(off.ttft)} → ${secs(on.ttft)}): `
       + (on.prefillTime < off.prefillTime
