@@ -64,6 +64,8 @@ def play_scene(page, hang_ms: float, on_stall: Callable[[], dict] | None = None)
     assert "next" in (page.get_attribute("#start-chats", "class") or "")
     t0 = time.monotonic()
     page.click("#start-chats")
+    # the script moves on within its 100 ms update: until then the button still says "start the chats first"
+    page.wait_for_function(f"() => ({STEP})() >= 2", timeout=hang_ms, polling=50)
     while page.evaluate(STEP) <= 2:  # sizing: the RAG button says why it cannot act yet
         if page.is_disabled("#send-rag"):
             reasons.append(page.get_attribute("#send-rag", "title") or "")
