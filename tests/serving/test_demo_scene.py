@@ -36,12 +36,12 @@ pytestmark = [
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)"),
 ]
 # The page's cap on the unchunked stall it chooses (15 s by default): 10 s keeps the test to ~2 minutes (the sizing
-# makes stalls up to ~1.2x the cap) and still leaves a stall: a decode step of six chats took 0.3-0.5 s here (load
-# average 5-10 besides the hogs), so a stall (5x that) starts at ~2.5 s.
+# makes stalls predicted up to 1.15x the cap) and still leaves a stall: a decode step of six chats took 0.2-0.5 s here
+# (load average 5-10 besides the hogs), so a stall (5x that) starts at 1-2.7 s.
 MAX_STALL_S = 10
 VIEW = {"width": 1366, "height": 768}  # a projector
 # Guards against a hang only; every wait ends on the page's state. Sizing measures up to 7 prompts unchunked, each
-# a stall of at most ~1.2x the cap.
+# a stall predicted at most 1.15x the cap.
 HANG_MS = 600_000
 
 

@@ -7,6 +7,7 @@ const MAX_STALL_S = Number(new URLSearchParams(location.search).get("max_stall_s
 const STALL_TARGET = 10; // aim: the unchunked step ~10x the chunked run's slowest step (below the cap)
 const FIT_TOLERANCE = 0.25; // the fit must predict a measured prompt near the chosen length within 25%
 const MAX_CALIBRATIONS = 7;
+const BRACKET_STALL = 1.15; // the sizing's probe above the chosen length: predicted at most 1.15x the cap
 const FIRST_PROBE = 128; // tokens: the first sizing prompt, short enough to be a short stall on any machine
 
 // A steady baseline: the last `count` published steps each decoded every chat and prefilled nothing, and
@@ -44,7 +45,8 @@ async function calibrate(numTokens, decode) {
   if (!tokens) throw new Error("no prefill step was recorded for the sizing prompt");
   const before = all.filter((x) => x.end <= rec.first_scheduled_time && x.prefill_tokens === 0).slice(-8);
   const d = before.length >= 3 ? median(before.map((x) => x.duration)) : decode;
-  return { L: tokens, sent: numTokens, t: steps.reduce((a, x) => a + Math.max(0, x.duration - d), 0), steps: steps.length, decode: d };
+  const t = steps.reduce((a, x) => a + Math.max(0, x.duration - d), 0);
+  return { L: tokens, sent: numTokens, t, steps: steps.length, decode: d };
 }
 
 // The published steps that prefilled between first and last (engine clock), once the snapshot has them.
@@ -150,10 +152,11 @@ async function probeScene(n, decode, chunk, lenCap) {
     let safe = Math.min(2 * top.L, lenCap);
     while (safe > top.L && decode + top.t * (safe / top.L) ** 2 > MAX_STALL_S) safe -= 16;
     // Below the chosen length: grow towards it; near it (the longest measured within 25%, predicted by the fit
-    // before it within 25%): one prompt 10% above it, to bracket it (predicted ~1.2x the cap at most, the
+    // before it within 25%): one prompt up to 10% above it, to bracket it, predicted at most 1.15x the cap (the
     // longest stall the sizing makes); bracketed: the chosen length itself, measured again.
     const trusted = near(top, target) && previous !== null && within(previous, m);
-    let next = !above && trusted ? Math.min(1.1 * target, lenCap) : target > safe ? safe : target;
+    const bracket = Math.min(1.1 * target, longest(f, BRACKET_STALL * MAX_STALL_S));
+    let next = !above && trusted ? bracket : target > safe ? safe : target;
     next = Math.max(16, Math.round(next / 16) * 16);
     if (next <= top.L && target > top.L) break; // the cap stops the growth below the chosen length: not converged
     L = Math.min(lenCap, next + cached(pts)); // the prompt to send: its prefill plus the cached opening
@@ -181,7 +184,8 @@ function sceneSentence(sc, n) {
     ? ` This machine is busy: a stall (over ${STALL_FACTOR}× a decode step) starts at ${secs(STALL_FACTOR * sc.decode)}, `
       + `so the counters will barely turn red; close other programs or raise the cap (?max_stall_s=).` : "";
   return `Measured on this machine: one step that gives each of the ${n} chats a token takes ${secs(sc.decode)}; `
-    + `reading a prompt in one step (chunking off) took ${measured}. Chosen: a ${sc.ragTokens.toLocaleString("en")}-token prompt, predicted to `
+    + `reading a prompt in one step (chunking off) took ${measured}. `
+    + `Chosen: a ${sc.ragTokens.toLocaleString("en")}-token prompt, predicted to `
     + `freeze every chat for ${secs(sc.stall)} without chunking (${why}).${busy}`;
 }
 
@@ -197,10 +201,13 @@ function compareSentence() {
     + `${on.prefillSteps} steps and the chats' worst gap was ${secs(on.worst)}, ${times.toFixed(1)}× shorter `
     + `(${sum(on.chatTokens)} chat tokens meanwhile). `;
   // The sizing's prediction is a promise to the lecturer: when the machine slowed down since, the page says so.
-  if (off.predicted !== null && (off.longestStep > 1.25 * off.predicted || off.longestStep > off.maxStall)) {
-    s += `That step overshot: ${secs(off.longestStep)} against ${secs(off.predicted)} predicted`
-      + `${off.longestStep > off.maxStall ? `, over the ${off.maxStall} s limit` : ""}; this machine ran slower `
-      + `than while the page measured it. `;
+  const over = off.maxStall !== null && off.longestStep > off.maxStall ? `, over the ${off.maxStall} s limit` : "";
+  if (off.predicted !== null && off.longestStep > (1 + FIT_TOLERANCE) * off.predicted) {
+    s += `That step overshot: ${secs(off.longestStep)} against ${secs(off.predicted)} predicted${over}; this `
+      + `machine ran slower than while the page measured it. `;
+  } else if (off.predicted !== null && over) {
+    s += `That step took ${secs(off.longestStep)} against ${secs(off.predicted)} predicted${over} (within the `
+      + `sizing's ${FIT_TOLERANCE * 100}% tolerance: a busy machine's timings vary). `;
   }
   if (on.ttft < off.ttft) {
     s += `Its first token even came earlier (${secs(off.ttft)} → ${secs(on.ttft)}): `
