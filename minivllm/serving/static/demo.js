@@ -90,16 +90,21 @@ function updateWaiting() {
 // One token (one delta) of stream s arrived now: its gap (or, for a chat, its wait for a first token) is plotted.
 function addToken(s, text) {
   const t = now();
+  // A gap that ends while the page sizes the scene is the sizing's own stall: drawn grey, not in the maxima.
+  const sizing = demo.sizing !== null;
   s.tokens += 1;
   s.total += 1;
   if (s.last === null) {
     s.ttft = t - s.start;
     // A chat's wait for its first token is a gap its user sees too: plotted, marked as a first token.
-    if (s.kind === "chat") { s.gaps.push({ t, g: s.ttft * 1000, first: true }); s.max = Math.max(s.max, s.ttft * 1000); }
+    if (s.kind === "chat") {
+      s.gaps.push({ t, g: s.ttft * 1000, first: true, sizing });
+      if (!sizing) s.max = Math.max(s.max, s.ttft * 1000);
+    }
   } else {
     const g = (t - s.last) * 1000;
-    s.gaps.push({ t, g });
-    s.max = Math.max(s.max, g);
+    s.gaps.push({ t, g, sizing });
+    if (!sizing) s.max = Math.max(s.max, g);
     demo.points += 1;
   }
   s.last = t;
@@ -237,7 +242,9 @@ async function sendRag() {
     const chatIds = demo.streams.filter((s) => s.kind === "chat").map((s) => s.ids.length);
     startAnswer(rag, null); // its TTFT counts from the request, as the table's does
     if (await runRag(rag, { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0, ignore_eos: true })) {
-      await addRun(p.num_tokens, rag.ids[rag.ids.length - 1], chatIds);
+      // The settings it ran under: a change while its row is being measured (after its last token) is not one.
+      const label = demo.ragLabels.join(" → ");
+      await addRun(p.num_tokens, rag.ids[rag.ids.length - 1], chatIds, label);
     }
   } catch (e) { rag.pane.querySelector(".text").textContent = `[error: ${e.message}]`; }
   demo.ragRunning = false;
@@ -252,7 +259,7 @@ function noteRagSettings() {
 // One row per RAG run, from the engine's trace (/admin/trace, engine clock): while the RAG prompt was being
 // prefilled (its arrival to its first token), the longest and the p99 gap any chat saw between two of its
 // tokens (or before its first one), and the RAG prompt's TTFT. The rows stay on screen for the comparison.
-async function addRun(numTokens, ragId, chatIdsBefore) {
+async function addRun(numTokens, ragId, chatIdsBefore, label) {
   await sleep(300); // the chats' tokens after the prefill, for the gap that spans it
   const chats = demo.streams.filter((s) => s.kind === "chat");
   const perChat = chats.map((s, i) => s.ids.slice(Math.max(0, chatIdsBefore[i] - 1)));
@@ -274,7 +281,7 @@ async function addRun(numTokens, ragId, chatIdsBefore) {
   const p99 = gaps.length ? gaps[Math.min(gaps.length - 1, Math.ceil(0.99 * gaps.length) - 1)] : NaN;
   // The steps that prefilled it: how many, how long in all, the longest (the unchunked stall the sizing predicted).
   const { steps } = await prefillSteps(rag.first_scheduled_time, w1);
-  demo.runs.push({ label: demo.ragLabels.join(" → "), numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN,
+  demo.runs.push({ label, numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN,
                    p99, ttft: w1 - w0, numGaps: gaps.length, chatTokens: during, prefillSteps: steps.length,
                    prefillTime: sum(steps.map((x) => x.duration)), queued: rag.first_scheduled_time - w0,
                    longestStep: Math.max(0, ...steps.map((x) => x.duration)),

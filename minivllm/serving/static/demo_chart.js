@@ -3,6 +3,7 @@
 // unchunked plateau stays on screen beside the chunked run, on the same scale, while the class compares them.
 "use strict";
 
+const SIZING_COLOR = "#9e9e9e"; // the gaps of the page's own sizing prompts (not the scene)
 const LANE_PX = 3; // chat i's line is drawn i·3 px above its value, so six equal gaps show as six lines
 
 function niceStep(range, ticks) {
@@ -31,8 +32,12 @@ function draw() {
   g.clearRect(0, 0, W, H);
   const boxes = [];
   const L = 60, R = 12, T = 30, B = 30, t1 = Math.max(now(), 10), t0 = 0;
-  const visible = demo.streams.flatMap((s) => s.gaps);
-  const top = visible.reduce((m, p) => Math.max(m, p.g / 1000), 0.05) * 1.1, yStep = niceStep(top, 5);
+  // The y axis fits the scene's gaps; the sizing's own (grey) may reach past its top, clipped there.
+  const all = demo.streams.flatMap((s) => s.gaps), scene = all.filter((p) => !p.sizing);
+  const visible = scene.length ? scene : all;
+  // The stall threshold (red dashes) stays in view too.
+  const top = visible.reduce((m, p) => Math.max(m, p.g / 1000), Math.max(0.05, demo.stallS || 0)) * 1.1;
+  const yStep = niceStep(top, 5);
   const yMax = Math.ceil(top / yStep) * yStep;
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R), y = (v) => H - B - (v / yMax) * (H - T - B);
   g.font = "14px system-ui"; g.strokeStyle = "#e0e0e0"; g.fillStyle = "#555"; g.lineWidth = 1;
@@ -74,23 +79,26 @@ function draw() {
   });
   g.font = "14px system-ui";
   let drawn = 0;
-  g.save(); g.beginPath(); g.rect(L, 0, W - L - R, H); g.clip();
+  g.save(); g.beginPath(); g.rect(L, T, W - L - R, H - T); g.clip();
   let lane = 0;
   for (const s of demo.streams) {
     const off = s.kind === "chat" ? LANE_PX * lane++ : 0;
     // Each gap is a flat segment over the interval it lasted, at the height of its length: a stall is a plateau.
-    g.strokeStyle = s.color; g.fillStyle = s.color; g.lineWidth = 2; g.beginPath();
-    let end = null;
-    for (const p of s.gaps) {
-      const start = p.t - p.g / 1000, yy = y(p.g / 1000) - off;
-      if (end !== null && Math.abs(start - end) < 1e-6) g.lineTo(x(start), yy); else g.moveTo(x(start), yy);
-      g.lineTo(x(p.t), yy);
-      end = p.t;
-    }
-    g.stroke();
-    for (const p of s.gaps) { // a first token (the wait since the request was sent) is a hollow, larger mark
-      const yy = y(p.g / 1000) - off;
-      if (p.first) g.strokeRect(x(p.t) - 3.5, yy - 3.5, 7, 7); else g.fillRect(x(p.t) - 1.5, yy - 1.5, 3, 3);
+    for (const sizing of [true, false]) {
+      const gaps = s.gaps.filter((p) => Boolean(p.sizing) === sizing);
+      g.strokeStyle = sizing ? SIZING_COLOR : s.color; g.fillStyle = g.strokeStyle; g.lineWidth = 2; g.beginPath();
+      let end = null;
+      for (const p of gaps) {
+        const start = p.t - p.g / 1000, yy = y(p.g / 1000) - off;
+        if (end !== null && Math.abs(start - end) < 1e-6) g.lineTo(x(start), yy); else g.moveTo(x(start), yy);
+        g.lineTo(x(p.t), yy);
+        end = p.t;
+      }
+      g.stroke();
+      for (const p of gaps) { // a first token (the wait since the request was sent) is a hollow, larger mark
+        const yy = y(p.g / 1000) - off;
+        if (p.first) g.strokeRect(x(p.t) - 3.5, yy - 3.5, 7, 7); else g.fillRect(x(p.t) - 1.5, yy - 1.5, 3, 3);
+      }
     }
     drawn += s.gaps.length;
   }
@@ -109,7 +117,9 @@ function showLegend() {
   const stall = demo.stallS === null ? [] : [[`red dashes: a stall, a gap over ${STALL_FACTOR}× the decode `
     + `step (${secs(demo.stallS)})`, "#c62828"]];
   const streams = demo.streams.map((s) => [`■ ${s.label} ${secs(s.max / 1000)}`, s.color]);
-  const parts = [...events, ...stall, [`largest gap since ${demo.runLabel || "page load"} (chat lines ${LANE_PX} px `
+  const sizing = demo.streams.some((s) => s.gaps.some((p) => p.sizing))
+    ? [["grey: the gaps while the page sized the scene (its own prompts)", SIZING_COLOR]] : [];
+  const parts = [...events, ...stall, ...sizing, [`largest gap since ${demo.runLabel || "page load"} (chat lines ${LANE_PX} px `
     + "apart):", "#555"], ...streams];
   const el = $("legend");
   const key = parts.map((p) => p[0]).join("|");
