@@ -11,11 +11,11 @@ unchunked worst chat gap at least 3x the chunked one, a second tab reloaded mid-
 within 2 s, every counter in the 1366 x 768 viewport mid-stall, no two labels overlapping, the comparison sentence
 following the data, and no KV block leaked. The numbers are printed for the record.
 
-Measured on the shared 2-core machine at load average 3-10 besides the hogs (eight runs; two failed on checks fixed
+Measured on the shared 2-core machine at load average 3-10 besides the hogs (ten runs; two failed on checks fixed
 since: two event numbers 1 px apart, a 100 ms race in the test): sized in 29-52 s from unchunked probes of 112-2,048
-tokens; the chosen 784-1,792-token prompt predicted at 7.5-10.0 s, its one unchunked step 7.9-11.7 s
-(predicted/measured 0.84-1.21) against a chunked worst gap of 1.2-2.6 s (4.5-9.4x); a tab reloaded mid-stall live in
-0.65-1.04 s; test wall 77-103 s, the pytest process (server and engine threads included) 24-44 s CPU.
+tokens; the chosen 784-1,792-token prompt predicted at 7.5-10.0 s, its one unchunked step 7.9-13.3 s
+(predicted/measured 0.74-1.21) against a chunked worst gap of 1.2-2.6 s (4.5-9.4x); a tab reloaded mid-stall live in
+0.65-1.09 s; test wall 77-103 s, the pytest process (server and engine threads included) 24-44 s CPU.
 """
 
 from __future__ import annotations
