@@ -3,10 +3,11 @@
 Not part of vLLM's API (vLLM changes scheduler settings only at start-up, ``vllm/engine/arg_utils.py``):
 these endpoints let a class watch the complaint of §11.1.1 happen and go away on one running server.
 
-* ``GET /admin/scheduling`` / ``POST /admin/scheduling``: read or change the scheduler settings between
-  two steps (``LLMEngine.set_scheduling``). ``{"enable_chunked_prefill": false}`` also raises the token
-  budget to ``max_model_len`` and clears ``long_prefill_token_threshold`` (what vLLM requires without
-  chunking); ``true`` restores the chunked budget the server started with (or the one sent).
+* ``GET /admin/scheduling`` / ``POST /admin/scheduling``: read (from the published snapshot, at once even
+  during a long step) or change the scheduler settings between two steps (``LLMEngine.set_scheduling``).
+  ``{"enable_chunked_prefill": false}`` also raises the token budget to ``max_model_len`` and clears
+  ``long_prefill_token_threshold`` (what vLLM requires without chunking); ``true`` restores the chunked
+  budget the server started with (or the one sent).
 * ``GET /admin/state``: KV blocks (total, free), queue lengths and the last steps (who got how many tokens),
   from the snapshot the engine thread publishes after each step (``state_snapshot``): it answers at once,
   even during a long step, and says since when the step in progress has been running (``step_started``).
@@ -20,6 +21,7 @@ these endpoints let a class watch the complaint of §11.1.1 happen and go away o
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import time
@@ -68,9 +70,20 @@ async def static_file(name: str) -> FileResponse:
     return FileResponse(path, headers={"Cache-Control": "no-cache"})
 
 
+def published(raw: Request) -> dict[str, Any]:
+    """The snapshot the engine thread published last (after its last step or batch of commands)."""
+    snap = raw.app.state.minivllm.engine.snapshot
+    if snap is None:
+        raise APIError("The engine has not published its state yet.", status=503, code="engine_starting")
+    return snap
+
+
 @admin.get("/admin/scheduling")
 async def get_scheduling(raw: Request) -> dict[str, Any]:
-    return await raw.app.state.minivllm.engine.call(_scheduling)
+    # From the published snapshot, never the engine thread: a page reloaded during a long step reads it at once
+    # (asking the engine thread waited behind the step: 27.8 s of "connecting..."). A change (POST) is published
+    # with the batch of commands that made it, before the next step.
+    return dict(published(raw)["scheduling"])
 
 
 @admin.post("/admin/scheduling")
@@ -105,11 +118,19 @@ async def set_scheduling(raw: Request) -> dict[str, Any]:
             state.chunked_budget = budget  # remember it for the way back
         return _scheduling(engine)
 
+    asked = time.perf_counter()
     try:
-        return await state.engine.call(apply)
+        result = await state.engine.call(apply)
     except ValueError as e:
         first = str(e).split(" ", 1)[0]
         raise APIError(str(e), param=first if first in SCHEDULING_FIELDS else None) from e
+    # The engine thread publishes right after the batch of commands that ran ``apply``, before any step: wait for
+    # that snapshot, so that a GET after this reply reads the new settings (microseconds; 1 s guards a hang).
+    for _ in range(1000):
+        if published(raw)["published"] >= asked:
+            break
+        await asyncio.sleep(0.001)
+    return result
 
 
 @admin.get("/admin/state")
@@ -118,9 +139,7 @@ async def get_state(raw: Request, last_steps: int = 50) -> dict[str, Any]:
         raise APIError(f"last_steps must be in [0, {MAX_STATE_STEPS}], got {last_steps}.", "last_steps")
 
     engine = raw.app.state.minivllm.engine
-    snap, started = engine.snapshot, engine.step_started  # read once: the engine thread replaces them
-    if snap is None:
-        raise APIError("The engine has not published its state yet.", status=503, code="engine_starting")
+    snap, started = published(raw), engine.step_started  # read once: the engine thread replaces them
     steps = snap["steps"]
     # "now", "published" and "step_started" are time.perf_counter() of the server process (CLOCK_MONOTONIC on
     # Linux); the steps' start/end are on the engine's clock (add clock_offset).

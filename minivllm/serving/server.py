@@ -6,7 +6,7 @@ Mirrors ``vllm/entrypoints/openai/api_server.py`` (``vllm serve``): the same rou
 OpenAI-style error bodies, and vLLM's Prometheus metric names (``minivllm.serving.metrics.prometheus``). One
 background thread steps the engine (``AsyncEngine``); the live demo page is at ``/`` (``demo_routes``).
 
-Example: ``python -m minivllm serve --model smollm2 --port 8000 --max-num-batched-tokens 256``, then
+Example: ``python -m minivllm serve --model smollm2 --port 8000 --demo-preset`` (``demo_preset``), then
 open http://127.0.0.1:8000/ or ``curl http://127.0.0.1:8000/v1/completions -H 'Content-Type:
 application/json' -d '{"prompt": "Hello", "max_tokens": 16, "stream": true}'``.
 """
@@ -30,6 +30,7 @@ from minivllm.serving import demo_chats, demo_routes
 from minivllm.serving.admin_guard import AdminGuard, AdminLimits, allowed_hosts
 from minivllm.serving.async_engine import AsyncEngine, EngineDeadError
 from minivllm.serving.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from minivllm.serving.demo_preset import DEMO_PRESET_HELP, parse_with_preset
 from minivllm.serving.metrics.loggers import PrometheusStatLogger
 from minivllm.serving.protocol import (
     APIError,
@@ -199,7 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated Host/Origin names /admin accepts besides localhost names ('*': any)",
     )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--demo-preset", action="store_true", help=DEMO_PRESET_HELP)
     return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """``serve``'s flags, ``--demo-preset`` applied (``demo_preset``)."""
+    return parse_with_preset(build_parser(), argv)
 
 
 def build_engine(args: argparse.Namespace, loaded: Any | None = None) -> AsyncEngine:
@@ -228,7 +235,7 @@ def build_server(args: argparse.Namespace, engine: AsyncEngine, **config: Any) -
 
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_with_preset(parser, sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         check_server_args(args)  # before the model loads

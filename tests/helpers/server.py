@@ -39,7 +39,7 @@ def running_server(model: str, *flags: str, loaded: Any = None) -> Iterator[Serv
     """``python -m minivllm serve --model MODEL FLAGS`` in this process, on a free loopback port."""
     from minivllm.serving import server
 
-    args = server.build_parser().parse_args(["--model", model, *flags])
+    args = server.parse_args(["--model", model, *flags])
     engine = server.build_engine(args, loaded)
     srv = server.build_server(args, engine, port=0, log_level="warning")
     thread = threading.Thread(target=srv.run, daemon=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE
+from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE, overlapping_labels
 from tests.helpers.server import running_server, wait_idle
 
 pytest.importorskip("playwright")
@@ -85,10 +85,15 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         page.click("#start-chats")
         page.wait_for_function(SIZED, timeout=30_000)  # the scene sized to this machine and model
         scene = page.evaluate("() => window.demo.scene")
-        rag = scene["ragTokens"]  # max_model_len 256 caps it: the tiny model's prefill is fast
-        assert scene["capped"] and rag == scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
-        assert scene["decode"] > 0 and scene["a"] > 0 and scene["chunk"] == 16, scene
-        assert f"RAG prompt {rag} tokens" in page.inner_text("#scene") and "capped" in page.inner_text("#scene")
+        rag = scene["ragTokens"]
+        print("scene:", scene, page.inner_text("#scene"))
+        # max_model_len 256 bounds it (the tiny model's prefill is fast: usually the bound, unless a timing blip
+        # on a loaded machine reaches the 10x aim below it)
+        assert rag <= scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
+        assert not scene["capped"] or rag == scene["cap"], scene
+        assert scene["decode"] > 0 and scene["a"] + scene["b"] > 0 and scene["chunk"] == 16, scene
+        assert f"a {rag}-token prompt" in page.inner_text("#scene")
+        assert len(scene["measured"]) >= 2, scene  # at least one sizing prompt checks the fit of the others
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
         before, image = points(page), page.eval_on_selector("#gap-chart", "c => c.toDataURL()")
         since = latest_step(srv.base_url)
@@ -122,16 +127,29 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         cells = "rs => rs.map((r) => [...r.cells].map((c) => c.textContent))"
         rows = page.eval_on_selector_all("#runs tbody tr", cells)
         assert [r[1] for r in rows] == ["unchunked", "chunked, budget 32, threshold 16"] and rows[0][2] == str(rag)
-        assert all(r[3].endswith(" ms") and r[6].endswith(" ms") for r in rows), rows
+        assert all(r[3].endswith(" s") and r[6].endswith(" s") for r in rows), rows
         runs = page.evaluate("() => window.demo.runs")
         assert all(r["numGaps"] > 0 and r["worst"] >= r["p99"] > 0 for r in runs), runs
         assert all(n > 0 for n in runs[1]["chatTokens"]), runs  # chunked: every chat streamed during the prefill
         print("comparison table:", rows)
+        assert "froze" in page.inner_text("#compare") and "chunking on" in page.inner_text("#compare")
         # the panes' maxima count from the last scheduler change: the chunked run's, not the session's
         per_run = "() => window.demo.streams.map((s) => [s.max, Math.max(0, ...s.gaps.filter((p) => p.t >= "
         per_run += "window.demo.runStart).map((p) => p.g))])"
         assert all(abs(a - b) < 1e-6 for a, b in page.evaluate(per_run)), page.evaluate(per_run)
         assert page.evaluate("() => window.demo.runLabel") == "chunking on (budget 32, threshold 16)"
+        for width, height in ((1366, 768), (1920, 1080)):  # a projector's, then a large screen's
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(600)  # two redraws
+            assert overlapping_labels(page) == [], (width, overlapping_labels(page))
+            in_view = f"r => r.top >= 0 && r.left >= 0 && r.bottom <= {height} && r.right <= {width}"
+            assert (
+                page.eval_on_selector_all(
+                    ".pane .waiting", f"es => es.map((e) => ({in_view})(e.getBoundingClientRect()))"
+                )
+                == [True] * 7
+            )
+            assert " s" in page.evaluate("() => window.demo.labelBoxes.map((b) => b.text).join('|')")  # seconds
         page.screenshot(path=str(tmp_path / "demo.png"))
         if os.environ.get("MINIVLLM_UPDATE_ASSETS"):
             ASSET.parent.mkdir(parents=True, exist_ok=True)
@@ -155,6 +173,8 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
 
         page.click("#start-chats")
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 8")
+        # after the sizing: while the page sizes the scene, its counters are grey, the sizing's own
+        page.wait_for_function("() => Number(document.body.dataset.step) >= 3", timeout=60_000)
         runner.execute_model = held  # the next step stays open until released
         try:
             assert inside.wait(10)
@@ -163,6 +183,17 @@ def test_the_open_gap_grows_while_a_step_runs(tiny_qwen2):
             page.wait_for_timeout(1000)
             later = page.evaluate("() => [...document.querySelectorAll('.pane')].map((p) => Number(p.dataset.openGap))")
             waiting = page.eval_on_selector_all(".pane .waiting.late", "els => els.map((e) => e.textContent)")
+            # Everything the page reads at load comes from the published snapshot: during the held step a GET of
+            # the settings answers at once, and a second tab opened now shows the live state.
+            assert httpx.get(f"{srv.base_url}/admin/scheduling", timeout=5).json()["max_num_batched_tokens"] == 32
+            other = page.context.browser.new_page()
+            other.goto(f"{srv.base_url}/")
+            other.wait_for_function(
+                "() => document.body.dataset.live === '1'"
+                " && document.getElementById('status').textContent.includes('has been running')",
+                timeout=5_000,
+            )
+            other.close()
         finally:
             runner.execute_model = real
             release.set()
@@ -199,3 +230,37 @@ def test_controls_show_the_servers_settings(tiny_qwen2):
         page.wait_for_function("() => !document.getElementById('chunked').checked", timeout=5_000)
         page.wait_for_function("() => document.getElementById('status').textContent.includes('unchunked')")
         assert scheduling(srv.base_url)["enable_chunked_prefill"] is False
+
+
+def test_a_budget_changed_mid_run_relabels_its_row(tiny_qwen2):
+    """The RAG prompt's step held open, the budget changed from the page meanwhile: the change applies after the
+    step, and the run's row names both settings."""
+    import threading
+
+    with demo_session(tiny_qwen2) as (srv, (page,), _):
+        page.click("#start-chats")
+        page.wait_for_function("() => Number(document.body.dataset.step) >= 3", timeout=60_000)  # sized and calm
+        page.wait_for_function("() => !document.getElementById('send-rag').disabled", timeout=30_000)
+        runner = srv.engine.engine.model_runner
+        release, inside = threading.Event(), threading.Event()
+        real = runner.execute_model
+
+        def held(out):
+            if sum(out.num_scheduled_tokens.values()) > 16:  # a step with a chunk of the RAG prompt
+                inside.set()
+                assert release.wait(30)
+            return real(out)
+
+        runner.execute_model = held
+        try:
+            page.click("#send-rag")
+            assert inside.wait(20)
+            page.fill("#budget", "64")
+            page.dispatch_event("#budget", "change")  # queued behind the held step
+        finally:
+            release.set()
+            runner.execute_model = real
+        page.wait_for_function("() => window.demo.runs.length === 1", timeout=30_000)
+        label = page.evaluate("() => window.demo.runs[0].label")
+        assert label == "chunked, budget 32 → chunked, budget 64, threshold 32", label  # as the server started
+        assert page.eval_on_selector("#runs tbody tr", "r => r.cells[1].textContent") == label

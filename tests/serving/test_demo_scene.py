@@ -1,184 +1,138 @@
-"""§11.1's whole scene on the demo page, as an instructor plays it, against the real SmolLM2 server (§11.1.1, §11.2).
+"""§11.1's whole scene on the demo page, as a lecturer plays it on a projector, against SmolLM2 (§11.1.1, §11.2).
 
-Two tabs in Debian's chromium; the server as the README starts it (``--max-num-batched-tokens 256``). The page sizes
-the scene to this machine, chunking goes off, the long RAG prompt lands (every chat's open gap grows while the one
-long step runs), chunking goes on, the RAG prompt lands again. Asserted: the comparison table has both rows with the
-unchunked worst chat gap at least 3x the chunked one, every chat kept streaming (and got tokens during the chunked
-prefill, none during the unchunked one), and both tabs' controls show the server's settings after every action.
-The timings are this machine's; the table is printed for the record. Every wait is on the page's own state (a
-gap that has grown, a total that has moved, a label the next poll shows), with a timeout that only guards against a
-hang; the one wall-clock comparison left is the 3x between the two runs' worst gaps, which is what the scene shows
-(sized for ~10x; 32.0 s against 4.7 s, 6.8x, 37.9 s against 5.7 s, 6.7x, 79.0 s against 5.1 s, 15x, at load
-average 11-15).
+The server as the README starts it (``serve --model smollm2 --demo-preset``); Debian's chromium at 1366 x 768;
+two CPU hogs (``sh -c 'while :; do :; done'``) beside it, as a lecture machine has other work. The page's own
+script is played (tests/helpers/demo_page.play_scene): start the chats, wait until calm (the page sizes the
+scene), chunking off, send the long RAG prompt, watch, chunking on, send it again, compare. Asserted: the scene
+is sized within its stall cap (here ``?max_stall_s=10``), the
+sizing's predicted unchunked stall is within 0.5-2x the step measured, no red counter before the scene, the RAG
+button disabled with a reason while it cannot act, every chat streaming (tokens during the chunked prefill), the
+unchunked worst chat gap at least 3x the chunked one, a second tab reloaded mid-stall showing the live state
+within 2 s, every counter in the 1366 x 768 viewport mid-stall, no two labels overlapping, the comparison sentence
+following the data, and no KV block leaked. The numbers are printed for the record.
+
+Measured on the shared 2-core machine at load average 3-10 besides the hogs (ten runs; two failed on checks fixed
+since: two event numbers 1 px apart, a 100 ms race in the test): sized in 29-52 s from unchunked probes of 112-2,048
+tokens; the chosen 784-1,792-token prompt predicted at 7.5-10.0 s, its one unchunked step 7.9-13.3 s
+(predicted/measured 0.74-1.21) against a chunked worst gap of 1.2-2.6 s (4.5-9.4x); a tab reloaded mid-stall live in
+0.65-1.09 s; test wall 77-103 s, the pytest process (server and engine threads included) 24-44 s CPU.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import subprocess
+import time
 
 import httpx
 import pytest
 
-from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, RAG_DONE
+from tests.helpers.demo_page import CHROMIUM, CHROMIUM_ARGS, DEMO_FLAGS, overlapping_labels, play_scene
 from tests.helpers.server import running_server, wait_idle
-from tests.serving.test_demo_page import SIZED, scheduling
 
 pytest.importorskip("playwright")
 pytestmark = [
-    pytest.mark.slow,  # the real model, a browser, about a minute
+    pytest.mark.slow,  # the real model, a browser and two CPU hogs: a few minutes on 2 cores
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (apt install chromium)"),
 ]
-FLAGS = ("--max-num-batched-tokens", "256", "--max-model-len", "4096", "--num-gpu-blocks", "1024")
-CHAT_PANES = "() => window.demo.streams.filter((s) => s.kind === 'chat')"
-# The safety timeout of the waits below: the events before the scene is sized come within a few seconds on a quiet
-# machine; after it, the scene sets the pace (at load average 15 a step of 6 chats took 0.8 s and the predicted
-# unchunked stall 137 s), so those waits allow 30x the stall the page predicts, and at least RAG_HANG_MS: when the
-# load rises after the sizing the real stall comes out far above the prediction (10.3 s -> 32.0 s, 8.1 s -> 37.9 s,
-# 5.8 s -> 79.0 s in runs at load average 11-15; a few seconds on a quiet machine).
-HANG_MS = 120_000
-RAG_HANG_MS = 600_000
+# The page's cap on the unchunked stall it chooses (15 s by default): 10 s keeps the test to ~2 minutes (the sizing
+# makes stalls predicted up to 1.15x the cap) and still leaves a stall: a decode step of six chats took 0.2-0.5 s here
+# (load average 5-10 besides the hogs), so a stall (5x that) starts at 1-2.7 s.
+MAX_STALL_S = 10
+VIEW = {"width": 1366, "height": 768}  # a projector
+# Guards against a hang only; every wait ends on the page's state. Sizing measures up to 7 prompts unchunked, each
+# a stall predicted at most 1.15x the cap.
+HANG_MS = 600_000
 
 
-def wait_until(page, js: str, arg, what: str | Callable[[], str], timeout: float = HANG_MS) -> None:
-    """Wait for the page predicate ``js(arg)``; a timeout fails saying what was awaited (``what()`` is read then)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:
-        page.wait_for_function(js, arg=arg, timeout=timeout, polling=100)
-    except PlaywrightTimeout:
-        pytest.fail(f"waited {timeout / 1000:.0f} s for {what() if callable(what) else what}; it did not happen")
-
-
-def controls(page) -> dict:
-    """What a tab's controls say: the checkbox, the budget field, and the settings in its status line."""
-    return page.evaluate(
-        """() => ({ chunked: document.getElementById('chunked').checked,
-                    budget: Number(document.getElementById('budget').value),
-                    status: document.getElementById('status').textContent })"""
+def in_view(page, selector: str) -> list[bool]:
+    return page.eval_on_selector_all(
+        selector,
+        f"""els => els.map((e) => {{ const r = e.getBoundingClientRect();
+            return r.top >= 0 && r.left >= 0 && r.bottom <= {VIEW["height"]} && r.right <= {VIEW["width"]}; }})""",
     )
 
 
-def wait_in_sync(url: str, *pages) -> dict:
-    """Every tab shows the server's settings (the next poll, every 0.5 s, at the latest): checkbox, budget, status
-    label."""
-    sc = scheduling(url)
-    label = "unchunked"
-    if sc["enable_chunked_prefill"]:
-        label = f"chunked, budget {sc['max_num_batched_tokens']}"
-        if sc["long_prefill_token_threshold"]:
-            label += f", threshold {sc['long_prefill_token_threshold']}"
-    for page in pages:
-        wait_until(
-            page,
-            "([on, label]) => document.getElementById('chunked').checked === on"
-            " && document.getElementById('status').textContent.includes(` · ${label} · `)",
-            [sc["enable_chunked_prefill"], label],
-            f"the tab to show the server's settings ({label})",
-        )
-        if sc["enable_chunked_prefill"]:
-            assert controls(page)["budget"] == sc["max_num_batched_tokens"]
-    return sc
-
-
-def open_gaps(page) -> list[float]:
-    return page.evaluate(
-        "() => [...document.querySelectorAll('.pane')].slice(0, 6).map((p) => Number(p.dataset.openGap))"
-    )
-
-
-def chat_totals(page) -> list[int]:
-    return page.evaluate(f"() => ({CHAT_PANES})().map((s) => s.total)")
-
-
-def wait_every_chat_streams_on(page, before: list[int], when: str, timeout: float) -> None:
-    """Every chat gets a token after ``before`` was read (each one keeps streaming)."""
-    wait_until(
-        page,
-        f"(before) => ({CHAT_PANES})().every((s, i) => s.total > before[i])",
-        before,
-        lambda: f"every chat to get a new token {when} (totals before: {before}, now: {chat_totals(page)})",
-        timeout,
-    )
-
-
-def test_the_whole_scene_with_smollm2(smollm2):
+def test_the_whole_scene_on_a_projector_beside_cpu_hogs(smollm2):
     from playwright.sync_api import sync_playwright
 
-    with running_server("smollm2", *FLAGS, loaded=smollm2) as srv, sync_playwright() as pw:
-        url = srv.base_url
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page, other = (browser.new_page(viewport={"width": 1280, "height": 900}) for _ in range(2))
-        errors: list[str] = []
-        for p in (page, other):
-            p.on("pageerror", lambda e: errors.append(str(e)))
-            p.goto(f"{url}/")
-            p.wait_for_selector("body[data-ready='1']", timeout=HANG_MS)
-        assert wait_in_sync(url, page, other)["max_num_batched_tokens"] == 256  # the server's, from the start
+    t0, cpu0 = time.monotonic(), time.process_time()
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+    try:
+        with running_server("smollm2", *DEMO_FLAGS, loaded=smollm2) as srv, sync_playwright() as pw:
+            url = srv.base_url
+            sc = httpx.get(f"{url}/admin/scheduling").json()
+            assert (sc["max_num_seqs"], sc["max_num_batched_tokens"], sc["enable_chunked_prefill"]) == (16, 256, True)
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport=VIEW)
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{url}/?max_stall_s={MAX_STALL_S}")
+            page.wait_for_selector("body[data-ready='1']", timeout=HANG_MS)
 
-        page.click("#start-chats")
-        page.wait_for_function(SIZED, timeout=5 * HANG_MS)  # it times steps of the real model: ~30 s quiet
-        scene = page.evaluate("() => window.demo.scene")
-        print("scene:", page.inner_text("#scene"))
-        assert not scene["capped"] and scene["ratio"] >= 9.9 and scene["chunk"] == 128, scene
-        hang = max(RAG_HANG_MS, 30_000 * scene["stall"])  # the RAG prompts' waits: 30x the predicted stall
-        rag = scene["ragTokens"]
-        assert page.input_value("#rag-tokens") == str(rag) and f"RAG prompt {rag} tokens" in page.inner_text("#scene")
+            def mid_stall() -> dict:
+                """Every counter red and in view; the other tab reloaded: how soon it shows the live state."""
+                counters = in_view(page, ".pane .waiting.late")
+                overlaps = overlapping_labels(page)
+                if os.environ.get("MINIVLLM_DEMO_STALL_PNG"):  # tests/serving/demo_screenshot.py's mid-stall picture
+                    page.screenshot(path=os.environ["MINIVLLM_DEMO_STALL_PNG"])
+                other = browser.new_page(viewport=VIEW)  # a second tab (opened now: its redraws cost CPU)
+                other.on("pageerror", lambda e: errors.append(str(e)))
+                other.goto(f"{url}/?max_stall_s={MAX_STALL_S}")
+                start = time.monotonic()
+                other.reload()
+                other.wait_for_function(
+                    "() => document.body.dataset.live === '1'"
+                    " && document.getElementById('status').textContent.includes('has been running')",
+                    timeout=HANG_MS,
+                    polling=50,
+                )
+                reload_s = time.monotonic() - start
+                other.close()
+                still = page.evaluate("() => window.demo.streams.find((s) => s.kind === 'rag').tokens === 0")
+                return {"counters": counters, "overlaps": overlaps, "reload_s": reload_s, "still_stalled": still}
 
-        page.click("#chunked")  # chunking off: §11.1.1's complaint
-        assert wait_in_sync(url, page, other)["enable_chunked_prefill"] is False
-        before = chat_totals(page)
-        page.click("#send-rag")
-        page.wait_for_function(
-            "() => document.getElementById('status').textContent.includes('has been running')", timeout=hang
-        )
-        first = open_gaps(page)
-        # every open gap grows by 0.8 s, all 7 panes (6 chats + RAG) marked late, while the one step still runs
-        grown = page.wait_for_function(
-            """(first) => {
-                 const rag = window.demo.streams.find((x) => x.kind === 'rag');
-                 const gaps = [...document.querySelectorAll('.pane')].slice(0, 6).map((p) => Number(p.dataset.openGap));
-                 const late = document.querySelectorAll('.pane .waiting.late').length;
-                 if (rag.tokens > 0) return {grown: false, gaps, late};  // the long step is over
-                 return gaps.every((g, i) => g > first[i] + 0.8) && late === 7 && {grown: true, gaps, late};
-               }""",
-            arg=first,
-            timeout=hang,
-            polling=100,
-        ).json_value()
-        assert grown["grown"], (first, grown)  # the step ended before every gap grew by 0.8 s
-        page.wait_for_function(RAG_DONE, timeout=hang)
-        wait_every_chat_streams_on(page, before, "after the unchunked RAG prompt", hang)
+            played = play_scene(page, HANG_MS, on_stall=mid_stall)
+            scene, (off, on), stall = played.scene, played.runs, played.stall
+            print(f"\nscene ({played.sizing_s:.1f} s to size):", page.inner_text("#scene"))
+            print("comparison:", page.inner_text("#compare"))
+            for r in played.runs:
+                print(
+                    f"  {r['label']:36} RAG {r['numTokens']} tok: worst chat gap {r['worst']:.2f} s, longest step "
+                    f"{r['longestStep']:.2f} s in {r['prefillSteps']} steps, chat tokens {sum(r['chatTokens'])}, "
+                    f"TTFT {r['ttft']:.2f} s"
+                )
+            ratio = scene["stall"] / off["longestStep"]
+            print(f"predicted/measured stall {scene['stall']:.2f}/{off['longestStep']:.2f} s = {ratio:.2f}; "
+                  f"reload mid-stall {stall['reload_s']:.2f} s")  # fmt: skip
 
-        page.click("#chunked")  # chunking on, budget 256, threshold 128: the fix of §11.2
-        sc = wait_in_sync(url, page, other)
-        assert (sc["enable_chunked_prefill"], sc["max_num_batched_tokens"], sc["long_prefill_token_threshold"]) == (
-            True,
-            256,
-            128,
-        )
-        before = chat_totals(page)
-        page.click("#send-rag")
-        page.wait_for_function(RAG_DONE, timeout=hang)
-        wait_until(page, "() => window.demo.runs.length === 2", None, "the comparison table's second row", hang)
-        wait_every_chat_streams_on(page, before, "after the chunked RAG prompt", hang)
+            assert scene["stall"] <= MAX_STALL_S and scene["maxStall"] == MAX_STALL_S, scene  # sized within the cap
+            assert 0.5 <= ratio <= 2, (scene, off)
+            assert played.red_before_scene == [], played.red_before_scene  # a calm baseline
+            assert played.disabled_reasons and all(r.startswith(("sizing", "waiting")) for r in played.disabled_reasons)
+            assert (off["label"], on["label"]) == ("unchunked", "chunked, budget 256, threshold 128")
+            assert off["numTokens"] == on["numTokens"] == scene["ragTokens"]
+            assert off["prefillSteps"] == 1 and on["prefillSteps"] > 1
+            assert off["worst"] >= 3 * on["worst"], (off, on)
+            assert all(n >= 3 for n in on["chatTokens"]), on  # every chat kept streaming
+            streams = page.evaluate("() => window.demo.streams.map((s) => [s.kind, s.running, s.pane.textContent])")
+            assert all(running and "[error" not in text for kind, running, text in streams if kind == "chat")
+            assert stall["still_stalled"] and stall["reload_s"] <= 2.0, stall  # the live state, mid-stall
+            assert stall["counters"] == [True] * 7, stall  # every red counter in the projector's view
+            assert stall["overlaps"] == [] and overlapping_labels(page) == [], (stall, overlapping_labels(page))
+            assert in_view(page, ".pane .waiting") == [True] * 7
+            compare = page.inner_text("#compare")
+            assert ("earlier" in compare) == (on["ttft"] < off["ttft"]) and "froze" in compare, compare
+            if os.environ.get("MINIVLLM_DEMO_AFTER_PNG"):
+                page.screenshot(path=os.environ["MINIVLLM_DEMO_AFTER_PNG"])
 
-        cells = "rs => rs.map((r) => [...r.cells].map((c) => c.textContent))"
-        print("comparison table:", *page.eval_on_selector_all("#runs tbody tr", cells), sep="\n  ")
-        unchunked, chunked = page.evaluate("() => window.demo.runs")
-        assert (unchunked["label"], chunked["label"]) == ("unchunked", "chunked, budget 256, threshold 128")
-        assert unchunked["numTokens"] == chunked["numTokens"] == rag
-        assert unchunked["worst"] >= 3 * chunked["worst"], (unchunked, chunked)
-        assert all(n <= 1 for n in unchunked["chatTokens"]), unchunked  # every chat stood still
-        assert all(n >= 3 for n in chunked["chatTokens"]), chunked  # every chat kept streaming
-        streams = page.evaluate(f"() => ({CHAT_PANES})().map((s) => [s.running, s.pane.textContent])")
-        assert all(running and "[error" not in text for running, text in streams)
-        wait_in_sync(url, page, other)
-
-        page.click("#stop-all")
-        other.close()
-        browser.close()
-        assert not errors, errors
-        state = wait_idle(url)
-        assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1
-        assert httpx.get(f"{url}/health").status_code == 200
+            page.click("#stop-all")
+            browser.close()
+            assert not errors, errors
+            state = wait_idle(url)
+            assert state["num_free_blocks"] == state["num_gpu_blocks"] - 1  # no leaked KV block
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(f"test wall {time.monotonic() - t0:.0f} s, this process's CPU {time.process_time() - cpu0:.0f} s")

@@ -16,15 +16,18 @@ const CHATS = [
 ];
 const COLORS = ["#1e88e5", "#43a047", "#8e24aa", "#00897b", "#6d4c41", "#c2185b"];
 const RAG_COLOR = "#e65100";
-// The chart keeps the whole session on its time axis, and its y axis at the session's largest gap: the
-// unchunked plateau stays on screen beside the chunked run, on the same scale, while the class compares them.
-const WAIT_WARN_S = 0.5; // an open gap longer than this is drawn in red ("waiting 3.2 s")
-const STALL_TARGET = 10; // the scene's RAG prompt is sized so that its unchunked step is ~10x a chunked step
+// A stall, as everywhere in the chapter (minivllm/lab/metrics/summary.py STALL_FACTOR): a gap over 5x the
+// median decode step. The panes' counters turn red past it, relative to this machine's measured step.
+const STALL_FACTOR = 5.0;
 const T0 = performance.now();
-// demo.chats: the chats' connection while it is open; demo.scene: what sizeScene measured and chose; ragSeed: a
-// new seed per page, so that no RAG prompt hits the prefix cache.
+// demo.chats: the chats' connection while it is open; demo.scene: what sizeScene (demo_scene.js) measured and
+// chose; demo.sizing: what the sizing is doing while it runs; demo.calm: sized, and steady since; demo.steady:
+// the last published steps decoded every chat and prefilled nothing; demo.stallS: STALL_FACTOR x the median
+// decode step (null until one is seen); demo.ragLabels: the scheduler settings seen while the RAG prompt ran (a
+// change mid-run relabels its row); ragSeed: a new seed per page, so that no RAG prompt hits the prefix cache.
 const demo = { model: null, maxModelLen: 0, chatTokens: 200, streams: [], events: [], points: 0, runs: [],
-               scene: null, chats: null, ragSeed: Math.floor(Math.random() * 1e6) };
+               scene: null, sizing: null, chats: null, steady: false, calm: false, stallS: null, ragRunning: false,
+               ragLabels: [], scheduling: null, labelBoxes: [], ragSeed: Math.floor(Math.random() * 1e6) };
 window.demo = demo;
 
 const $ = (id) => document.getElementById(id);
@@ -57,10 +60,10 @@ function makeStream(kind, label, color) {
 }
 
 function updateStats(s) {
-  const ttft = s.ttft === null ? "–" : `${(s.ttft * 1000).toFixed(0)} ms`;
-  const last = s.gaps.length ? `${s.gaps[s.gaps.length - 1].g.toFixed(0)} ms` : "–";
-  s.pane.querySelector(".stats").textContent = `${s.running ? "streaming" : "idle"} · ${s.tokens} tok · TTFT ${ttft}\n`
-    + `gap ${last} · max this run ${s.max.toFixed(0)} ms`;
+  const ttft = s.ttft === null ? "–" : secs(s.ttft);
+  const last = s.gaps.length ? secs(s.gaps[s.gaps.length - 1].g / 1000) : "–";
+  s.pane.querySelector(".stats").textContent = `${s.running ? "▶" : "■"} ${s.tokens} tok · TTFT ${ttft}\n`
+    + `gap ${last} · max ${secs(s.max / 1000)}`;
 }
 
 // The open gap: how long a running stream has been waiting for its next token (its first one: since it was
@@ -73,9 +76,13 @@ function updateWaiting() {
   for (const s of demo.streams) {
     const el = s.pane.querySelector(".waiting");
     const open = openGap(s);
-    const waiting = open > WAIT_WARN_S;
-    el.textContent = waiting ? `waiting ${open.toFixed(1)} s${s.last === null ? " for the first token" : ""}` : "";
-    el.classList.toggle("late", waiting);
+    // Nothing before a decode step is measured (the chats' own first prefill is not the scene); red past a stall.
+    // While the page sizes the scene its own prompts slow the chats: shown, in grey, as the sizing's.
+    const waiting = demo.stallS !== null && open > demo.stallS;
+    const sizing = waiting && demo.sizing !== null;
+    el.textContent = waiting ? `waiting ${open.toFixed(1)} s${sizing ? " (sizing)" : ""}` : ""; // first token too
+    el.classList.toggle("late", waiting && !sizing);
+    el.classList.toggle("sizing", sizing);
     s.pane.dataset.openGap = open.toFixed(3);
   }
 }
@@ -83,16 +90,21 @@ function updateWaiting() {
 // One token (one delta) of stream s arrived now: its gap (or, for a chat, its wait for a first token) is plotted.
 function addToken(s, text) {
   const t = now();
+  // A gap that ends while the page sizes the scene is the sizing's own stall: drawn grey, not in the maxima.
+  const sizing = demo.sizing !== null;
   s.tokens += 1;
   s.total += 1;
   if (s.last === null) {
     s.ttft = t - s.start;
     // A chat's wait for its first token is a gap its user sees too: plotted, marked as a first token.
-    if (s.kind === "chat") { s.gaps.push({ t, g: s.ttft * 1000, first: true }); s.max = Math.max(s.max, s.ttft * 1000); }
+    if (s.kind === "chat") {
+      s.gaps.push({ t, g: s.ttft * 1000, first: true, sizing });
+      if (!sizing) s.max = Math.max(s.max, s.ttft * 1000);
+    }
   } else {
     const g = (t - s.last) * 1000;
-    s.gaps.push({ t, g });
-    s.max = Math.max(s.max, g);
+    s.gaps.push({ t, g, sizing });
+    if (!sizing) s.max = Math.max(s.max, g);
     demo.points += 1;
   }
   s.last = t;
@@ -163,10 +175,10 @@ async function startChats() {
   const body = { repeat: true, chats: chats.map((s, i) => ({
     model: demo.model, messages: [{ role: "user", content: s.question }], max_tokens: demo.chatTokens,
     temperature: 0.8, top_p: 0.95, seed: seed + 1000 * i, ignore_eos: true })) };
-  $("send-rag").disabled = true; // the sizing's steps must be its own
+  // The sizing's steps must be its own: the RAG button and the switch wait for it (updateScript says why).
   const sizing = sizeScene(chats.length)
     .catch((e) => { $("scene").textContent = `scene not sized: ${e.message}`; })
-    .finally(() => { $("send-rag").disabled = false; });
+    .finally(() => { demo.sizing = null; });
   try {
     const r = await fetch("/demo/chats", { method: "POST", headers: { "Content-Type": "application/json" },
                                            body: JSON.stringify(body), signal: demo.chats.signal });
@@ -217,97 +229,37 @@ function budgetLabel(sc) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-// One calibration prompt of about numTokens tokens, sent with max_tokens 1 while the chats stream: the prompt
-// tokens of the steps that prefilled it (from its first scheduling to its first token, on the engine's clock), and
-// the time those steps took beyond a decode step.
-async function calibrate(numTokens, decode) {
-  demo.ragSeed += 1;
-  const p = await api(`/admin/rag_prompt?num_tokens=${numTokens}&seed=${demo.ragSeed}`);
-  const out = await api("/v1/completions", { model: demo.model, prompt: p.prompt_token_ids, max_tokens: 1,
-                                             temperature: 0 });
-  const rec = (await api(`/admin/trace?request_ids=${out.id}`)).requests[out.id];
-  const [first, last] = [rec.first_scheduled_time, rec.token_times[0]];
-  let st = null;
-  for (let tries = 0; !st || !st.steps.length || st.steps[st.steps.length - 1].end < last; tries++) {
-    if (tries > 100) throw new Error("the engine did not publish the calibration prompt's steps");
-    if (st) await sleep(20); // the reply can come back before the snapshot of its last step is published
-    st = await api("/admin/state?last_steps=1000");
-  }
-  const steps = st.steps.filter((x) => x.start >= first && x.end <= last && x.prefill_tokens > 0);
-  const tokens = steps.reduce((a, x) => a + x.prefill_tokens, 0);
-  if (!tokens) throw new Error("no prefill step was recorded for the calibration prompt");
-  return { tokens, time: steps.reduce((a, x) => a + Math.max(0, x.duration - decode), 0) };
-}
-
-// The scene sized to this machine (a laptop CPU or a GPU). With the chats streaming: a decode step (the median of
-// 8 steps that decode all n chats and prefill nothing), then two prompts (a chunk's size and four times that)
-// give the cost of prefilling L prompt tokens, a·L + b·L² (attention over a longer prompt costs more per token).
-// The RAG prompt is the shortest whose unchunked step lasts STALL_TARGET times the last step of the chunked run
-// (its last chunk attends to the whole prompt, so it is the slowest), up to what max_model_len and the KV cache
-// allow; the page says what it measured and chose.
-async function sizeScene(n) {
-  let decode = null;
-  for (let tries = 0; decode === null; tries++) {
-    if (tries > 240 || !demo.chats) throw new Error("the chats did not stream");
-    const st = await api("/admin/state?last_steps=40");
-    const ds = st.steps.filter((x) => x.prefill_tokens === 0 && x.decode_tokens === n).map((x) => x.duration);
-    if (ds.length >= 8) decode = median(ds.slice(-8));
-    else await sleep(250);
-  }
-  const budget = Number($("budget").value);
-  const chunk = Math.max(1, Math.min(defaultThreshold(budget), budget - n)); // a chunk of the chunked run
-  // The RAG prompt and its 16 tokens must fit in max_model_len, and in the KV cache beside the chats' longest
-  // answers (each chat's prompt, under 64 tokens, and its max_tokens), or preemption would blur the scene.
-  const st = await api("/admin/state?last_steps=0");
-  const room = 0.9 * st.num_gpu_blocks * st.block_size - n * (64 + demo.chatTokens);
-  const cap = Math.floor(Math.min(demo.maxModelLen - 48, room));
-  addEvent("sizing the scene", "#555");
-  // At least 128 tokens: the chat template and the question around the documents take some (84 for the tiny
-  // test models' fallback template).
-  const small = await calibrate(Math.max(chunk, 128), decode);
-  const large = await calibrate(Math.max(Math.min(4 * Math.max(chunk, 128), cap), 128), decode);
-  const [la, lb] = [small.tokens, large.tokens];
-  let b = lb > la ? (large.time / lb - small.time / la) / (lb - la) : 0, a = small.time / la - b * la;
-  if (b < 0 || a <= 0) { b = 0; a = Math.max(large.time / lb, 1e-6); } // timing noise: a line through one
-  const stall = (L) => decode + a * L + b * L * L;
-  const lastChunk = (L) => decode + a * chunk + b * (2 * L * chunk - chunk * chunk);
-  let ragTokens = Math.min(4 * chunk, cap);
-  while (ragTokens + 16 <= cap && stall(ragTokens) < STALL_TARGET * lastChunk(ragTokens)) ragTokens += 16;
-  const reached = stall(ragTokens) >= STALL_TARGET * lastChunk(ragTokens);
-  demo.scene = { decode, a, b, chunk, cap, ragTokens, stall: stall(ragTokens), lastChunk: lastChunk(ragTokens),
-                 ratio: stall(ragTokens) / lastChunk(ragTokens), capped: !reached };
-  $("rag-tokens").value = ragTokens;
-  const ms = (x) => `${(x * 1000).toFixed(0)} ms`;
-  $("scene").textContent = `Scene sized for this machine: a decode step of ${n} chats takes ${ms(decode)}, `
-    + `prefilling 1,000 prompt tokens ${ms(a * 1000 + b * 1e6)} → RAG prompt ${ragTokens} tokens: predicted `
-    + `unchunked stall ${ms(demo.scene.stall)}, ${demo.scene.ratio.toFixed(1)}× the chunked run's slowest step `
-    + `(${chunk}-token chunks, ${ms(demo.scene.lastChunk)})`
-    + (reached ? "" : ` — capped by max_model_len / the KV cache at ${cap} tokens; ${STALL_TARGET}× was the aim`);
-}
-
 async function sendRag() {
   const rag = demo.streams.find((s) => s.kind === "rag");
-  if (rag.running) return;
+  if (demo.ragRunning) return;
   const n = Number($("rag-tokens").value);
   demo.ragSeed += 1;
-  rag.running = true; // from now: a second click waits for this run
+  demo.ragRunning = true; // from now: a second click waits for this run
+  demo.ragLabels = [chunkLabel()];
   try {
     const p = await api(`/admin/rag_prompt?num_tokens=${n}&seed=${demo.ragSeed}`);
-    const settings = demo.scheduling;
-    addEvent(`RAG ${p.num_tokens} tok (${chunkLabel(settings)})`, RAG_COLOR);
+    addEvent(`RAG ${p.num_tokens} tok (${chunkLabel()})`, RAG_COLOR);
     const chatIds = demo.streams.filter((s) => s.kind === "chat").map((s) => s.ids.length);
     startAnswer(rag, null); // its TTFT counts from the request, as the table's does
     if (await runRag(rag, { prompt: p.prompt_token_ids, max_tokens: 16, temperature: 0, ignore_eos: true })) {
-      await addRun(settings, p.num_tokens, rag.ids[rag.ids.length - 1], chatIds);
+      // The settings it ran under: a change while its row is being measured (after its last token) is not one.
+      const label = demo.ragLabels.join(" → ");
+      await addRun(p.num_tokens, rag.ids[rag.ids.length - 1], chatIds, label);
     }
   } catch (e) { rag.pane.querySelector(".text").textContent = `[error: ${e.message}]`; }
-  rag.running = false;
+  demo.ragRunning = false;
+}
+
+// A scheduler change seen while the RAG prompt runs (this tab's or another's) joins its row's label.
+function noteRagSettings() {
+  const label = chunkLabel();
+  if (demo.ragRunning && demo.ragLabels[demo.ragLabels.length - 1] !== label) demo.ragLabels.push(label);
 }
 
 // One row per RAG run, from the engine's trace (/admin/trace, engine clock): while the RAG prompt was being
 // prefilled (its arrival to its first token), the longest and the p99 gap any chat saw between two of its
 // tokens (or before its first one), and the RAG prompt's TTFT. The rows stay on screen for the comparison.
-async function addRun(settings, numTokens, ragId, chatIdsBefore) {
+async function addRun(numTokens, ragId, chatIdsBefore, label) {
   await sleep(300); // the chats' tokens after the prefill, for the gap that spans it
   const chats = demo.streams.filter((s) => s.kind === "chat");
   const perChat = chats.map((s, i) => s.ids.slice(Math.max(0, chatIdsBefore[i] - 1)));
@@ -327,18 +279,24 @@ async function addRun(settings, numTokens, ragId, chatIdsBefore) {
   });
   gaps.sort((a, b) => a - b);
   const p99 = gaps.length ? gaps[Math.min(gaps.length - 1, Math.ceil(0.99 * gaps.length) - 1)] : NaN;
-  demo.runs.push({ label: chunkLabel(settings), numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN, p99,
-                   ttft: w1 - w0, numGaps: gaps.length, chatTokens: during });
+  // The steps that prefilled it: how many, how long in all, the longest (the unchunked stall the sizing predicted).
+  const { steps } = await prefillSteps(rag.first_scheduled_time, w1);
+  demo.runs.push({ label, numTokens, worst: gaps.length ? gaps[gaps.length - 1] : NaN,
+                   p99, ttft: w1 - w0, numGaps: gaps.length, chatTokens: during, prefillSteps: steps.length,
+                   prefillTime: sum(steps.map((x) => x.duration)), queued: rag.first_scheduled_time - w0,
+                   longestStep: Math.max(0, ...steps.map((x) => x.duration)),
+                   predicted: demo.scene && demo.scene.ragTokens === numTokens ? demo.scene.stall : null,
+                   maxStall: demo.scene ? demo.scene.maxStall : null });
   showRuns();
 }
 
 function showRuns() {
-  const ms = (x) => (Number.isNaN(x) ? "–" : `${(x * 1000).toFixed(0)} ms`);
+  const ms = (x) => (Number.isNaN(x) ? "–" : secs(x));
   const body = $("runs").querySelector("tbody");
   body.innerHTML = "";
   demo.runs.forEach((r, i) => {
     const tr = document.createElement("tr");
-    for (const v of [i + 1, r.label, r.numTokens, ms(r.worst), ms(r.p99), r.chatTokens.reduce((a, x) => a + x, 0), ms(r.ttft)]) {
+    for (const v of [i + 1, r.label, r.numTokens, ms(r.worst), ms(r.p99), sum(r.chatTokens), ms(r.ttft)]) {
       const td = document.createElement("td");
       td.textContent = String(v);
       tr.appendChild(td);
@@ -346,6 +304,7 @@ function showRuns() {
     body.appendChild(tr);
   });
   $("runs").hidden = demo.runs.length === 0;
+  $("compare").textContent = compareSentence();
 }
 
 // One change to the scheduler: the server's reply is what the page shows; a refused change leaves the
@@ -401,6 +360,7 @@ function showError(text) {
 
 function showScheduling(sc, force = false) {
   demo.scheduling = sc;
+  noteRagSettings();
   $("chunked").checked = sc.enable_chunked_prefill;
   $("chunked-label").classList.toggle("on", sc.enable_chunked_prefill);
   $("budget").min = sc.max_num_seqs; // the engine refuses a budget below max_num_seqs
@@ -416,115 +376,39 @@ async function pollState() {
     const last = st.steps[st.steps.length - 1];
     const inStep = st.step_started === null ? 0 : st.now - st.step_started;
     showScheduling(st.scheduling); // another tab (or curl) may have changed them
-    const step = inStep > WAIT_WARN_S ? `a step has been running for ${inStep.toFixed(1)} s`
+    // The decode step: the median of the recent steps that prefilled nothing; a stall is STALL_FACTOR of it.
+    const decodes = st.steps.filter((x) => x.prefill_tokens === 0 && x.decode_tokens > 0).map((x) => x.duration);
+    if (decodes.length >= 3) demo.stallS = STALL_FACTOR * median(decodes);
+    const chats = demo.streams.filter((s) => s.kind === "chat" && s.running).length;
+    demo.steady = chats > 0 && st.num_waiting === 0 && (demo.stallS === null || inStep < demo.stallS)
+      && steadyDecode(st.steps, chats, 3) !== null;
+    const late = demo.stallS !== null && inStep > demo.stallS;
+    const step = late || inStep > 1 ? `a step has been running for ${inStep.toFixed(1)} s`
       : last ? `step ${last.step}: ${last.prefill_tokens} prefill + ${last.decode_tokens} decode tokens in `
         + `${(last.duration * 1000).toFixed(0)} ms` : "no step yet";
     $("status").textContent = (st.alive ? "" : "ENGINE NOT ANSWERING · ")
       + `${demo.model} · ${chunkLabel(st.scheduling)} · ${step} · running ${st.num_running}, waiting `
       + `${st.num_waiting} · KV blocks free ${st.num_free_blocks}/${st.num_gpu_blocks}`;
-    $("status").classList.toggle("late", inStep > WAIT_WARN_S || !st.alive);
+    $("status").classList.toggle("late", late || !st.alive);
+    document.body.dataset.live = "1"; // the live state is on screen
   } catch (e) {
     $("status").textContent = `engine not answering: ${e.message}`;
     $("status").classList.add("late");
   }
 }
 
-function niceStep(range, ticks) {
-  const raw = range / ticks, mag = 10 ** Math.floor(Math.log10(raw));
-  return [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
-}
-
-function draw() {
-  const cv = $("gap-chart"), dpr = window.devicePixelRatio || 1;
-  const W = cv.clientWidth, H = cv.clientHeight;
-  if (cv.width !== W * dpr) { cv.width = W * dpr; cv.height = H * dpr; }
-  const g = cv.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  g.clearRect(0, 0, W, H);
-  const L = 64, R = 12, T = 40, B = 32, t1 = Math.max(now(), 10), t0 = 0;
-  const visible = demo.streams.flatMap((s) => s.gaps);
-  const top = visible.reduce((m, p) => Math.max(m, p.g), 50) * 1.1, yStep = niceStep(top, 5);
-  const yMax = Math.ceil(top / yStep) * yStep;
-  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R), y = (v) => H - B - (v / yMax) * (H - T - B);
-  g.font = "14px system-ui"; g.strokeStyle = "#e0e0e0"; g.fillStyle = "#555"; g.lineWidth = 1;
-  for (let v = 0; v <= yMax + 1e-9; v += yStep) {
-    g.beginPath(); g.moveTo(L, y(v)); g.lineTo(W - R, y(v)); g.stroke();
-    g.textAlign = "right"; g.fillText(`${v.toFixed(0)}`, L - 4, y(v) + 4);
-  }
-  const xStep = niceStep(t1 - t0, 8);
-  for (let t = Math.ceil(t0 / xStep) * xStep; t <= t1; t += xStep) {
-    const label = `${t.toFixed(0)} s`, half = g.measureText(label).width / 2;
-    g.textAlign = x(t) + half > W ? "right" : "center"; // the last tick stays inside the canvas
-    g.fillText(label, g.textAlign === "right" ? W - 2 : x(t), H - B + 16);
-  }
-  g.save(); g.translate(14, (H - B + T) / 2); g.rotate(-Math.PI / 2); g.textAlign = "center";
-  g.fillText("gap between tokens (ms)", 0, 0); g.restore();
-  // Event lines, with their labels on two rows above the plot: each label goes on the first row where it does
-  // not overlap the previous one (else the row that ends first), and left of its line near the right edge.
-  const rowEnd = [-Infinity, -Infinity], rowY = [T - 21, T - 4];
-  for (const ev of demo.events) {
-    if (ev.t < t0) continue;
-    g.strokeStyle = ev.color; g.setLineDash([4, 4]); g.beginPath(); g.moveTo(x(ev.t), T); g.lineTo(x(ev.t), H - B);
-    g.stroke(); g.setLineDash([]); g.fillStyle = ev.color;
-    const w = g.measureText(ev.label).width;
-    const right = x(ev.t) + 3 + w > W - R;
-    const x0 = right ? x(ev.t) - 3 - w : x(ev.t) + 3;
-    const row = rowEnd.findIndex((end) => x0 > end + 8) >= 0 ? rowEnd.findIndex((end) => x0 > end + 8)
-      : (rowEnd[0] <= rowEnd[1] ? 0 : 1);
-    rowEnd[row] = x0 + w;
-    g.textAlign = "left";
-    g.fillText(ev.label, x0, rowY[row]);
-  }
-  let drawn = 0;
-  g.save(); g.beginPath(); g.rect(L, 0, W - L - R, H); g.clip();
-  for (const s of demo.streams) {
-    const pts = s.gaps.filter((p) => p.t >= t0);
-    // Each gap is a flat segment over the interval it lasted, at the height of its length: a stall is a plateau.
-    g.strokeStyle = s.color; g.fillStyle = s.color; g.lineWidth = 1.5; g.beginPath();
-    let end = null;
-    for (const p of pts) {
-      const start = p.t - p.g / 1000;
-      if (end !== null && Math.abs(start - end) < 1e-6) g.lineTo(x(start), y(p.g)); else g.moveTo(x(start), y(p.g));
-      g.lineTo(x(p.t), y(p.g));
-      end = p.t;
-    }
-    g.stroke();
-    for (const p of pts) { // a first token (the wait since the request was sent) is a hollow, larger mark
-      if (p.first) g.strokeRect(x(p.t) - 3.5, y(p.g) - 3.5, 7, 7); else g.fillRect(x(p.t) - 1.5, y(p.g) - 1.5, 3, 3);
-    }
-    drawn += pts.length;
-  }
-  g.restore();
-  showLegend();
-  cv.dataset.points = String(demo.points);
-  cv.dataset.drawn = String(drawn);
-  cv.dataset.ymax = String(yMax);
-}
-
-// The legend is HTML under the chart, wrapping at any width: it never crosses the event lines or their labels.
-function showLegend() {
-  const parts = [`largest gap since ${demo.runLabel || "page load"}:`,
-    ...demo.streams.map((s) => `${s.label}: max ${s.max.toFixed(0)} ms`)];
-  const el = $("legend");
-  if (el.dataset.text === parts.join("|")) return;
-  el.dataset.text = parts.join("|");
-  el.replaceChildren(...parts.map((text, i) => {
-    const span = document.createElement("span");
-    span.textContent = i ? `■ ${text}` : text;
-    if (i) span.style.color = demo.streams[i - 1].color;
-    return span;
-  }));
-}
-
 async function init() {
-  const models = await api("/v1/models");
+  // Both from the server's published state (never the engine thread): a reload during a long step shows the
+  // live state at once.
+  const [models, sc] = await Promise.all([api("/v1/models"), api("/admin/scheduling")]);
   demo.model = models.data[0].id;
   demo.maxModelLen = models.data[0].max_model_len;
   demo.chatTokens = Math.min(300, Math.floor(demo.maxModelLen / 3));
   $("rag-tokens").value = Math.min(2000, demo.maxModelLen - 64);
   CHATS.forEach((q, i) => makeStream("chat", `chat ${i + 1}`, COLORS[i]).question = q);
   makeStream("rag", "RAG prompt", RAG_COLOR);
-  showScheduling(await api("/admin/scheduling"));
+  showScheduling(sc);
+  pollState();
   $("start-chats").onclick = startChats;
   $("send-rag").onclick = sendRag;
   $("chunked").onchange = setChunked;
@@ -534,12 +418,16 @@ async function init() {
     demo.streams.forEach((s) => s.controller && s.controller.abort());
   };
   setInterval(pollState, 500);
-  setInterval(draw, 100);
+  setInterval(draw, 250); // a redraw costs the browser CPU the engine needs: 4 times a second is enough
   setInterval(updateWaiting, 100);
   setInterval(renderPanes, 100);
-  pollState();
+  setInterval(updateScript, 100);
   draw();
+  updateScript();
   document.body.dataset.ready = "1";
 }
 
-init().catch((e) => { $("status").textContent = `failed to start: ${e.message}`; });
+// init runs once every script is loaded (demo_scene.js and demo_chart.js come after this file).
+window.addEventListener("DOMContentLoaded", () => {
+  init().catch((e) => { $("status").textContent = `failed to start: ${e.message}`; });
+});
