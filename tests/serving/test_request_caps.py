@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from pathlib import Path
 
 import httpx
 import pytest
@@ -211,3 +212,11 @@ def test_demo_chats_are_bounded_and_need_the_admin_token(tiny_qwen2):
         assert again.status_code == 200 and again.text.endswith("data: [DONE]\n\n")
         state = httpx.get(f"{srv.base_url}/admin/state", headers=AUTH).json()
         assert state["num_unfinished"] == 0 and state["num_free_blocks"] == state["num_gpu_blocks"] - 1
+
+
+def test_the_demo_page_sends_the_admin_token_to_demo_chats():
+    """The page opened as /?admin_token=T must carry T on /demo/chats too (guarded like /admin/*), or its chats
+    get 401 on a server started with --admin-token."""
+    js = (Path(__file__).resolve().parents[2] / "minivllm" / "serving" / "static" / "demo.js").read_text()
+    call = js[js.index('fetch("/demo/chats"') - 200 : js.index('fetch("/demo/chats"') + 200]
+    assert "Authorization" in call and "ADMIN_TOKEN" in call, call

@@ -180,7 +180,8 @@ async function startChats() {
     .catch((e) => { $("scene").textContent = `scene not sized: ${e.message}`; })
     .finally(() => { demo.sizing = null; });
   try {
-    const r = await fetch("/demo/chats", { method: "POST", headers: { "Content-Type": "application/json" },
+    const auth = ADMIN_TOKEN ? { Authorization: `Bearer ${ADMIN_TOKEN}` } : {};  // /demo/chats is guarded too
+    const r = await fetch("/demo/chats", { method: "POST", headers: { ...auth, "Content-Type": "application/json" },
                                            body: JSON.stringify(body), signal: demo.chats.signal });
     await readSSE(r, onChatEvent);
   } catch (e) {
