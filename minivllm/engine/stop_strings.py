@@ -36,9 +36,9 @@ class StopStringChecker:
     checked: int = 0  # characters of the text already searched
 
     def check(self, text: str, finished: bool = False) -> tuple[str, str] | None:
-        """(the text to return, the stop string) if ``text`` now contains a stop string, else None. The earliest
-        match in the text wins (vLLM takes the first stop string of the list that matches; they differ only
-        when two stop strings complete in the same step)."""
+        """(the text to return, the stop string) if ``text`` now contains a stop string, else None. As in
+        vLLM's ``check_stop_strings``, the first stop string of the list found in the window wins, even when
+        another one of the list starts earlier in the text (possible only when both complete in one step)."""
         end = len(text)
         if not finished:
             while end > self.checked and text[end - 1] == REPLACEMENT_CHAR:
@@ -52,7 +52,7 @@ class StopStringChecker:
         self.checked = end
         if not found:
             return None
-        i, stop = min(found)  # the earliest stop string in the text ends the request
+        i, stop = found[0]  # list order, as vLLM: not the earliest match in the text
         return (text[: i + len(stop)] if self.include_in_output else text[:i]), stop
 
 

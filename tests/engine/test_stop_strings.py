@@ -10,12 +10,15 @@ from minivllm import LLM, SamplingParams
 from minivllm.engine.stop_strings import StopStringChecker
 
 
-def test_the_checker_finds_the_earliest_stop_string_even_across_checks():
+def test_the_checker_finds_stop_strings_across_checks_in_vllms_list_order():
     c = StopStringChecker(["END", "xy"])
     assert c.check("hello E") is None and c.check("hello EN") is None
     assert c.check("hello ENDxy") == ("hello ", "END")  # "END" straddles the previous checks
-    c = StopStringChecker(["b", "ab"], include_in_output=True)
-    assert c.check("zzab") == ("zzab", "ab")  # "ab" starts first
+    # Two stop strings complete in one step: vLLM's check_stop_strings returns the first of the list that is
+    # found, not the one that starts earliest in the text.
+    assert StopStringChecker(["b", "ab"], include_in_output=True).check("zzab") == ("zzab", "b")
+    assert StopStringChecker(["b", "ab"]).check("zzab") == ("zza", "b")
+    assert StopStringChecker(["ab", "b"]).check("zzab") == ("zz", "ab")
     assert StopStringChecker(["q"]).check("abc") is None
 
 
