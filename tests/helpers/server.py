@@ -109,11 +109,11 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict, stop_after: in
     return out
 
 
-def wait_idle(base_url: str, timeout: float = HANG_S) -> dict:
-    """Poll /admin/state until no request is left in the engine; return that state."""
+def wait_idle(base_url: str, timeout: float = HANG_S, headers: dict[str, str] | None = None) -> dict:
+    """Poll /admin/state (with ``headers``, e.g. the admin token) until no request is left in the engine."""
     deadline = time.monotonic() + timeout
     while True:
-        state = httpx.get(f"{base_url}/admin/state", params={"last_steps": 0}).json()
+        state = httpx.get(f"{base_url}/admin/state", params={"last_steps": 0}, headers=headers).json()
         if state["num_unfinished"] == 0:
             return state
         assert time.monotonic() < deadline, f"engine not idle after {timeout} s: {state}"
