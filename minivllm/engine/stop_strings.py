@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-REPLACEMENT_CHAR = "\ufffd"  # what a decoder gives for the bytes of an unfinished character
+from minivllm.engine.detokenizer import REPLACEMENT_CHAR  # what a decoder gives for half a character
 
 
 @dataclass

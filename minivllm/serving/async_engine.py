@@ -30,7 +30,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from minivllm.engine.detokenizer import IncrementalDetokenizer
+from minivllm.engine.detokenizer import REPLACEMENT_CHAR, IncrementalDetokenizer
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.engine.output_processor import stopped_by_token
 from minivllm.engine.stop_strings import hold_back
@@ -339,7 +339,7 @@ class AsyncEngine:
         end = len(full)
         if not finished:
             assert stream.stop_hold is not None  # only streams with stop strings come here
-            end = max(stream.num_chars_sent, len(full.rstrip("\ufffd")) - stream.stop_hold)
+            end = max(stream.num_chars_sent, len(full.rstrip(REPLACEMENT_CHAR)) - stream.stop_hold)
         text, stream.num_chars_sent = full[stream.num_chars_sent : end], end
         return text
 
