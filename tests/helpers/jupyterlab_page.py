@@ -50,6 +50,8 @@ NOT_RUN = f"""() => {PANEL}.content.widgets.filter(c => c.model.type === 'code' 
   .map(c => c.model.sharedModel.getSource().split('\\n')[0])"""
 
 # Controls of every app, tagged; label = the widget's description or the button's text.
+# a plotly figure drawn in an output (FigureWidgets draw once plotly's bundle has loaded, after Run All may end)
+FIGURE_DRAWN = "() => document.querySelector('.jp-OutputArea-output .js-plotly-plot') !== null"
 FIND_APPS = r"""() => {
   const kinds = [
     ['play', '.widget-play'], ['togglebuttons', '.widget-toggle-buttons'], ['slider', '.widget-slider'],

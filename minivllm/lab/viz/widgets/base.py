@@ -15,9 +15,11 @@ from copy import deepcopy
 from typing import Any
 
 import plotly.graph_objects as go
+import traitlets
 from plotly.basedatatypes import BasePlotlyType
 
 from minivllm.lab.viz.figures.theme import OKABE_ITO
+from minivllm.lab.viz.widgets.plotly_esm import ESM, plotly_bundle
 
 
 def _clear(obj: BasePlotlyType, keys: set[str]) -> None:
@@ -61,7 +63,13 @@ class FigureWidget(go.FigureWidget):
     after another plotly widget drew. Here the comm opens only when the widget is first needed (shown,
     or put in a box: ``model_id``), and its open message carries the whole current figure, so a view
     drawn at any moment draws it.
+
+    Its front end is ``plotly_esm.ESM``: plotly's bundle loaded once per page, outside anywidget's 2 s
+    window, so no message to the figure is ever dropped (see that module).
     """
+
+    _esm = ESM
+    _plotly_bundle = traitlets.Unicode(plotly_bundle()).tag(sync=True)
 
     def __init__(self, fig: go.Figure | None = None) -> None:
         self._hold_comm = True  # ipywidgets' Widget.__init__ calls open(): not yet
