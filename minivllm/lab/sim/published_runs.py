@@ -34,6 +34,11 @@ Sources (read 2026-12-01):
   ``exp-config.yaml`` files: max_num_batched_tokens 2048, max_num_seqs 128, max_model_len 4096). The experiment
   list with rates: ``split.py`` in the same repository (codegen 5 then 10 req/s, roleplay 6 req/s).
 
+* SGLang's reproduction of vLLM 0.6.0 with multi-step scheduling (read 2026-12-02): github.com/sgl-project/sglang
+  ``benchmark/benchmark_vllm_060/README.md`` @120affb: Llama-3.1-8B-Instruct on one A100-80G, the server started
+  with ``--num-scheduler-steps 10 --max_model_len 4096``, ``sglang.bench_serving --backend vllm --dataset-name
+  sharegpt --num-prompts 1200 --request-rate 4``; its online table (median E2E, TTFT, TPOT, ITL in ms).
+
 Each run names the engine generation it is priced as (:mod:`minivllm.lab.sim.generation`): vLLM 0.6 with its
 multi-step setting, or V1. The generation follows the run's engine, never its numbers.
 """
@@ -331,6 +336,46 @@ def _inference_sim_run(
     )
 
 
+SGLANG_REPLAYED_REQUESTS = 600  # the first half of the 1200 (150 s at 4 req/s): chosen before any replay
+_SGLANG_RUN = PublishedRun(
+    name="sglang_vllm060_multistep10_llama31_8b_a100",
+    source="SGLang v0.3 vs vLLM v0.6.0 reproduction, github.com/sgl-project/sglang "
+    "benchmark/benchmark_vllm_060/README.md @120affb (online, Llama 3.1 8B Instruct, 1 x A100 80G, RPS 4)",
+    vllm_version="0.6.0",
+    model="meta-llama/Llama-3.1-8B-Instruct",
+    gpu="A100-80GB",
+    tensor_parallel_size=1,
+    settings=SchedulerSettings(
+        max_model_len=4096,
+        notes="server flags: --num-scheduler-steps 10 --max_model_len 4096 --disable-log-requests; the rest vLLM "
+        "0.6.0's defaults (max_num_seqs 256, chunked prefill off below a 32K context, budget max(max_model_len, "
+        "2048) = 4096, gpu_memory_utilization 0.9), not restated by the source",
+    ),
+    workload=RunWorkload(
+        "ShareGPT_V3 through sglang.bench_serving (1200 prompts, Poisson 4 req/s, outputs its completions' lengths "
+        "with ignore_eos); the sampled lengths are not published: replayed with Lambda's 320 recorded ShareGPT "
+        f"(prompt, output) pairs (same dataset and length filters), cycled, first {SGLANG_REPLAYED_REQUESTS} requests",
+        num_requests=SGLANG_REPLAYED_REQUESTS,
+        request_rate=4.0,
+        prompt_lens=tuple(_SHAREGPT_320_PROMPT_LENS[i % 320] for i in range(SGLANG_REPLAYED_REQUESTS)),
+        output_lens=tuple(max(1, _A100_OUTPUT_LENS[i % 320]) for i in range(SGLANG_REPLAYED_REQUESTS)),
+    ),
+    metrics={"median_e2e_s": 1.69197, "median_ttft_s": 0.10048, "median_tpot_ms": 14.14},
+    preset="llama3_8b_a100",
+    replay={**_LAMBDA_REPLAY, "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.9, "max_model_len": 4096},
+    replay_notes="vLLM 0.6.0's V0 scheduler (PrefillFirstScheduler: whole prompts in prefill-only steps) with its "
+    "defaults for this context; Llama-3.1-8B priced by the Llama-3-8B preset (the same shapes); the lengths are a "
+    "stand-in sample (workload); Poisson arrivals seeded; no API-server intake (none measured); the median ITL "
+    "(129 ms: tokens reach the client once per 10-step burst) is not compared: the simulator stamps each token at "
+    "its own step; the median E2E depends on the sample's output lengths: the published medians imply ~114 "
+    "output tokens for the median request ((E2E - TTFT) / TPOT + 1), the stand-in's median output is 156",
+    client="benchmark_serving",
+    engine_generation="v0.6-multistep",
+    num_scheduler_steps=10,
+    generation_notes="vLLM 0.6.0 started with --num-scheduler-steps 10: 10 decode steps per scheduler call",
+)
+
+
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     _latency_run("a100", "A100 (memory size not stated)", 1585.0),
     _latency_run("h100", "H100 (variant not stated)", 997.0),
@@ -384,6 +429,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         150,
         {"mean_e2e_s": 2.07112, "median_e2e_s": 2.06609, "mean_ttft_s": 0.027129, "median_ttft_s": 0.026828},
     ),
+    _SGLANG_RUN,
 )
 
 
