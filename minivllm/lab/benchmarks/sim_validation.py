@@ -232,9 +232,22 @@ def generation_label(r: dict[str, Any]) -> str:
     return r["engine_generation"] + (f"/{steps}" if steps != 1 else "")
 
 
-def format_ablations(runs: list[PublishedRun], max_requests: int | None, full: list[dict[str, Any]]) -> str:
-    """Ratio per (run, metric) with every term, and with each term of ABLATIONS left out."""
-    columns = {"all terms": full, **{f"no {k}": [replay(r, max_requests, k) for r in runs] for k in ABLATIONS}}
+def format_ablations(
+    runs: list[PublishedRun],
+    max_requests: int | None,
+    full: list[dict[str, Any]],
+    engine_generation: str | None = None,
+    num_scheduler_steps: int | None = None,
+) -> str:
+    """Ratio per (run, metric) with every term, and with each term of ABLATIONS left out (each run priced as in
+    ``full``: its own engine generation unless one is given)."""
+    columns = {
+        "all terms": full,
+        **{
+            f"no {k}": [replay(r, max_requests, k, engine_generation, num_scheduler_steps) for r in runs]
+            for k in ABLATIONS
+        },
+    }
     lines = [["run", "metric", *columns]]
     for i, r in enumerate(full):
         for j, row in enumerate(r["rows"]):
@@ -305,7 +318,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         Path(args.output_json).write_text(json.dumps(doc, indent=1) + "\n")
     if args.ablate:
         print()
-        print(format_ablations(runs, args.max_requests, results))
+        print(format_ablations(runs, args.max_requests, results, args.engine_generation, args.num_scheduler_steps))
     outside = [f"{r['run']} {row['metric']}" for r in results for row in r["rows"] if not row["ok"]]
     if args.check and outside:
         print(f"outside the target: {', '.join(outside)}")

@@ -128,6 +128,16 @@ def test_bad_arguments_say_what_is_allowed(capsys):
     with pytest.raises(SystemExit):
         sv.main(["--max-requests", "0"])
     assert "--max-requests must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sv.main(["--engine-generation", "v2"])
+    err = capsys.readouterr().err
+    assert "--engine-generation" in err and "v0.6-multistep, v1" in err
+    with pytest.raises(SystemExit):
+        sv.main(["--num-scheduler-steps", "4"])
+    assert "--num-scheduler-steps needs --engine-generation" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sv.main(["--engine-generation", "v1", "--num-scheduler-steps", "4"])
+    assert "--num-scheduler-steps: num_scheduler_steps must be 1" in capsys.readouterr().err
 
 
 def test_every_published_run_replays_within_its_target():
