@@ -16,8 +16,9 @@ says which, in one line per term. The terms are the ones :meth:`CostModel.terms`
 * KV capacity: vLLM's profiling run, ``memory`` (GPU memory x utilisation - weights - other - activations).
 
 Engine generation (:mod:`minivllm.lab.sim.generation`): ``"v0.6-multistep"`` with ``num_scheduler_steps`` 1, the
-engine the host term was measured and fitted on (Vidur's profile; Lambda's vLLM 0.6.0 run): host work added to
-each step. Price a V1 engine with ``engine_generation="v1"`` (host overlapped with the GPU).
+engine the host term was measured and fitted with (Vidur's profile; Lambda's vLLM 0.6.0 run, priced with every
+step paying it): host work added to each step. Price a V1 engine with ``engine_generation="v1"`` (host
+overlapped with the GPU).
 """
 
 from __future__ import annotations
@@ -108,9 +109,9 @@ H100 = GpuSpec(
 HOST_STEP_S = 1.045e-3  # the intercept of Vidur's host profile (schedule + prepare_inputs + sampler, batch 8..64)
 HOST_PER_REQUEST_S = 2.0e-5  # fitted (the one fitted term): Lambda's A100 ShareGPT run, median TPOT
 GENERATION_SOURCE = (
-    "v0.6-multistep, 1 step per scheduler call: the host term is vLLM 0.6's, measured and fitted on engines that "
-    "add it to every step (Vidur's profile; Lambda's vLLM 0.6.0 run, which passes no --num-scheduler-steps); "
-    "engine_generation v1 prices V1's overlap instead (minivllm.lab.sim.generation)"
+    "v0.6-multistep, 1 step per scheduler call: the host term is vLLM 0.6's, measured and fitted with every step "
+    "paying it (Vidur's profile; the fit to Lambda's vLLM 0.6.0 run); num_scheduler_steps N prices vLLM 0.6's "
+    "multi-step bursts, engine_generation v1 V1's overlap (minivllm.lab.sim.generation)"
 )
 HOST_SOURCE = (
     "intercept 1.045 ms of Vidur's data/profiling/a100/cpu_overheads.csv @0633efa (Llama-2-7B, TP1): the medians "
@@ -118,7 +119,8 @@ HOST_SOURCE = (
     "process_model_outputs is left out (vLLM >= 0.6 overlaps output processing with the GPU). per_request_s "
     "0.020 ms is fitted to the A100 ShareGPT run's median TPOT (published_runs.py; the H100 run is held out): "
     "Vidur's own slope, 0.038 ms, is from an engine without vLLM 0.6's CPU-overhead cuts and prices the H100 "
-    "run's TPOT 28% high. The same host work on either GPU (assumed)"
+    "run's TPOT 28% high. The same host work on either GPU (assumed). Fitted with every step paying the host "
+    "cost; that run streamed in 10-step bursts (published_runs.py), priced so its median TPOT comes out 0.93x"
 )
 ATTN_FLOOR_PER_LAYER_S = 9.5e-6
 KV_MBU = 0.87

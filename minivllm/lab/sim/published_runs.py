@@ -45,7 +45,7 @@ multi-step setting, or V1. The generation follows the run's engine, never its nu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
@@ -112,6 +112,7 @@ class PublishedRun:
     replay_notes: str = ""
     notes: str = ""
     client: str = "benchmark_latency"  # or "benchmark_serving" / "inference_perf": how the metrics were computed
+    recorded_lengths: bool = True  # False: the source publishes no lengths; the replay uses a stated stand-in
     first_token_s: float | None = None  # the run's fastest first token (per-request TTFTs): the intake's cost
     engine_generation: str = "v0.6-multistep"  # the engine the run used, as minivllm.lab.sim.generation names it
     num_scheduler_steps: int = 1  # vLLM 0.6's --num-scheduler-steps on that engine
@@ -188,7 +189,8 @@ _LAMBDA_NOTES = (
     "gpu_memory_utilization is benchmark.py's default (0.95), not recorded in the result; max_num_seqs not "
     "recorded (benchmark.sh passes MAX_NUM_SEQ, default 256; benchmark.py's own default is 1024); chunked "
     "prefill and max_num_batched_tokens not passed (vLLM 0.6.0 defaults: chunked prefill off below a 32K "
-    "context, budget max(max_model_len, 2048)); num-scheduler-steps not passed to the server by benchmark.py"
+    "context, budget max(max_model_len, 2048)); benchmark.sh hands its NUM_SCHEDULER_STEPS to benchmark.py "
+    "(--num-scheduler-steps; the stored benchmark.sh defaults it to 0) and the value used is not recorded"
 )
 _LAMBDA_REPLAY_NOTES = (
     "vLLM 0.6.0's V0 scheduler (minivllm.lab.baselines.PrefillFirstScheduler: whole prompts in prefill-only steps), "
@@ -197,8 +199,8 @@ _LAMBDA_REPLAY_NOTES = (
     "(prompt, output) lengths, all at t = 0 (--request-rate inf), output 0 replayed as 1 token and, as "
     "benchmark_serving.py counts it (no text ever arrived), TTFT 0 and no TPOT; the API server's intake "
     "(minivllm.lab.sim.intake) from the run's fastest first token (first_token_s) less the first prefill step, over "
-    "320 requests; prefix caching stays on but random token ids never hit; multi-step scheduling is not "
-    "modelled (the file's inter-token gaps come in ~10-token bursts, as with --num-scheduler-steps 10)"
+    "320 requests; prefix caching stays on but random token ids never hit; 10-step multi-step bursts, read off "
+    "the file's inter-token gaps (generation_notes)"
 )
 _LAMBDA_REPLAY = {
     "scheduler_cls": "minivllm.lab.baselines.PrefillFirstScheduler",
@@ -266,8 +268,10 @@ def _lambda_run(
         replay_notes=_LAMBDA_REPLAY_NOTES,
         client="benchmark_serving",
         first_token_s=first_token_s,  # min of the file's ttfts over requests with text
-        generation_notes="vLLM 0.6.0 (V0 engine); benchmark.py passes no --num-scheduler-steps, so single steps "
-        "(the server's default, 1)",
+        num_scheduler_steps=10,
+        generation_notes="vLLM 0.6.0 (V0 engine) with 10-step bursts: the file's streamed tokens arrive in chunks of "
+        "~10 (its itls: one gap per ~10 tokens, e.g. 120 tokens in 12 gaps of ~114 ms in the 10-prompt A100 "
+        "file), as vLLM 0.6 streams with --num-scheduler-steps 10",
     )
 
 
@@ -370,10 +374,29 @@ _SGLANG_RUN = PublishedRun(
     "its own step; the median E2E depends on the sample's output lengths: the published medians imply ~114 "
     "output tokens for the median request ((E2E - TTFT) / TPOT + 1), the stand-in's median output is 156",
     client="benchmark_serving",
+    recorded_lengths=False,
     engine_generation="v0.6-multistep",
     num_scheduler_steps=10,
     generation_notes="vLLM 0.6.0 started with --num-scheduler-steps 10: 10 decode steps per scheduler call",
 )
+
+
+def _lambda10_run(
+    gpu: str, result_file: str, max_model_len: int, outputs: str, metrics: dict[str, float], first_token_s: float
+) -> PublishedRun:
+    """One of Lambda's 10-prompt runs: the first 10 ShareGPT prompts of the 320, by the same benchmark.py."""
+    run = _lambda_run(gpu, result_file, max_model_len, _ints(outputs), metrics, first_token_s)
+    return replace(
+        run,
+        name=f"lambda_sharegpt10_llama3_8b_{gpu}",
+        source=_LAMBDA + result_file,
+        workload=replace(
+            run.workload,
+            num_requests=10,
+            prompt_lens=_SHAREGPT_320_PROMPT_LENS[:10],
+            description=run.workload.description.replace("320", "10"),
+        ),
+    )
 
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
@@ -430,6 +453,34 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         {"mean_e2e_s": 2.07112, "median_e2e_s": 2.06609, "mean_ttft_s": 0.027129, "median_ttft_s": 0.026828},
     ),
     _SGLANG_RUN,
+    _lambda10_run(
+        "a100",
+        "results/prompt_10/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2000.json (a9b42a5f)",
+        2000,
+        "120 507 233 194 101 741 9 3 6 31",
+        {
+            "mean_ttft_s": 0.139225,
+            "median_tpot_ms": 11.9557,
+            "mean_e2e_s": 2.40707,
+            "median_e2e_s": 1.42057,
+            "duration_s": 8.56683,
+        },
+        first_token_s=0.138707,
+    ),
+    _lambda10_run(
+        "h100",
+        "results/prompt_10/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json (a4f9f437)",
+        2048,
+        "120 429 233 194 101 741 9 3 6 31",
+        {
+            "mean_ttft_s": 0.0624264,
+            "median_tpot_ms": 7.55826,
+            "mean_e2e_s": 1.43178,
+            "median_e2e_s": 0.874290,
+            "duration_s": 5.36661,
+        },
+        first_token_s=0.0619239,
+    ),
 )
 
 
