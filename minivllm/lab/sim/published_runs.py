@@ -1,14 +1,14 @@
 """Published vLLM runs the simulator is checked against: source, settings, workload, numbers (§11.7, issue 19).
 
-Each :class:`PublishedRun` writes down one run someone else made on a real GPU: where it is published, the vLLM
-version, model, GPU and tensor parallelism, the scheduler settings the source states (``None`` = not stated, with
-a note), the workload, and the published metric values under names that say the statistic and the unit
-(``latency_avg_ms``, ``median_e2e_s``, ``mean_ttft_s``, ``median_tpot_ms``, ...). ``replay`` holds the bench
-flags :mod:`minivllm.lab.benchmarks.sim_validation` runs the simulator with, each assumption beyond the source noted
-in ``replay_notes``; ``client`` says how the source computed its metrics and ``first_token_s`` is the run's
-fastest first token (what an API server's intake cost before the engine saw the burst). These are the targets
-the cost model is judged by; one of its terms (the host cost per request) is fitted to the A100 ShareGPT run,
-so that run is not held out for it (minivllm/lab/sim/gpu_presets.py).
+Each :class:`PublishedRun` (:mod:`minivllm.lab.sim.run_records`) writes down one run someone else made on a real
+GPU: where it is published, the vLLM version, model, GPU and tensor parallelism, the scheduler settings the source
+states (``None`` = not stated, with a note), the workload, and the published metric values under names that say
+the statistic and the unit (``latency_avg_ms``, ``median_e2e_s``, ``mean_ttft_s``, ``median_tpot_ms``, ...).
+``replay`` holds the bench flags :mod:`minivllm.lab.benchmarks.sim_validation` runs the simulator with, each
+assumption beyond the source noted in ``replay_notes``; ``client`` says how the source computed its metrics and
+``first_token_s`` is the run's fastest first token (what an API server's intake cost before the engine saw the
+burst). These are the targets the cost model is judged by; one of its terms (the host cost per request) is fitted
+to the A100 ShareGPT run, so that run is not held out for it (minivllm/lab/sim/gpu_presets.py).
 
 Sources (read 2026-12-01):
 
@@ -26,14 +26,7 @@ Sources (read 2026-12-01):
   ``benchmark_serving.py --dataset-name sharegpt --num-prompts 320``, request rate inf). Each file lists the
   320 requests' ``input_lens`` and ``output_lens``, copied below (their sums equal the files'
   ``total_input_tokens`` 65,578 and ``total_output_tokens`` 65,374 / 65,331).
-* inference-sim's vLLM V1 ground truth (read 2026-12-02): github.com/inference-sim/training @c4f0340,
-  ``default_args/<experiment>/results/config.yaml`` (inference-perf's workload and load stages) and
-  ``results/summary_lifecycle_metrics.json`` (per-request latency summaries), Llama-2-7B on one H100-SXM
-  (``datasheets/h100-sxm.json``; the README: "vLLM serving traces collected with inference-perf", step traces
-  from vLLM V1's OTEL journey tracing), vLLM's default engine arguments (the directory ``default_args``; its
-  ``exp-config.yaml`` files: max_num_batched_tokens 2048, max_num_seqs 128, max_model_len 4096). The experiment
-  list with rates: ``split.py`` in the same repository (codegen 5 then 10 req/s, roleplay 6 req/s).
-
+* inference-sim's vLLM V1 ground truth: :mod:`minivllm.lab.sim.published_runs_v1` (its sources there).
 * SGLang's reproduction of vLLM 0.6.0 with multi-step scheduling (read 2026-12-02): github.com/sgl-project/sglang
   ``benchmark/benchmark_vllm_060/README.md`` @120affb: Llama-3.1-8B-Instruct on one A100-80G, the server started
   with ``--num-scheduler-steps 10 --max_model_len 4096``, ``sglang.bench_serving --backend vllm --dataset-name
@@ -45,82 +38,15 @@ multi-step setting, or V1. The generation follows the run's engine, never its nu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
+
+from minivllm.lab.sim.published_runs_v1 import V1_RUNS
+from minivllm.lab.sim.run_records import PublishedRun, RunWorkload, SchedulerSettings
+from minivllm.lab.sim.run_records import ints as _ints
+
+__all__ = ["PUBLISHED_RUNS", "PublishedRun", "RunWorkload", "SchedulerSettings", "get_run"]
 
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
-
-
-@dataclass(frozen=True)
-class SchedulerSettings:
-    """What the source states about the engine's scheduler; None = not stated (see ``notes``)."""
-
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enable_chunked_prefill: bool | None = None
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    notes: str = ""
-
-
-@dataclass(frozen=True)
-class RunWorkload:
-    """The requests: fixed lengths (``prompt_len`` / ``output_len``) or per-request lengths from the source."""
-
-    description: str
-    num_requests: int
-    request_rate: float | None = None  # requests/s; None = every request at t = 0 (rate inf)
-    prompt_len: int | None = None
-    output_len: int | None = None
-    prompt_lens: tuple[int, ...] = ()
-    output_lens: tuple[int, ...] = ()
-    stages: tuple[tuple[float, float], ...] = ()  # (requests/s, seconds): evenly spaced arrivals, stage after stage
-    shared_prefix_len: int = 0  # the first tokens of each prompt, shared by its group (a system prompt)
-    num_prefix_groups: int = 0  # request i belongs to group i % num_prefix_groups
-
-    def arrival_times(self) -> list[float]:
-        """Seconds from the start: ``stages`` at constant intervals, else all at t = 0 (Poisson rates are drawn by
-        the replay, seeded)."""
-        times: list[float] = []
-        start = 0.0
-        for rate, seconds in self.stages:
-            times += [start + k / rate for k in range(round(rate * seconds))]
-            start += seconds
-        return times
-
-    def lengths(self) -> list[tuple[int, int]]:
-        """(prompt, output) per request; a recorded output of 0 tokens becomes 1 (the engine makes at least one)."""
-        if self.prompt_lens:
-            return [(p, max(1, o)) for p, o in zip(self.prompt_lens, self.output_lens)]
-        assert self.prompt_len is not None and self.output_len is not None
-        return [(self.prompt_len, self.output_len)] * self.num_requests
-
-
-@dataclass(frozen=True)
-class PublishedRun:
-    name: str
-    source: str
-    vllm_version: str | None
-    model: str
-    gpu: str
-    tensor_parallel_size: int
-    settings: SchedulerSettings
-    workload: RunWorkload
-    metrics: dict[str, float]  # published values: name = statistic + unit (see the module docstring)
-    preset: str  # the cost-model preset in minivllm/lab/sim/presets for this model and GPU
-    replay: dict[str, Any] = field(default_factory=dict)  # bench flags (config field names) for the simulator
-    replay_notes: str = ""
-    notes: str = ""
-    client: str = "benchmark_latency"  # or "benchmark_serving" / "inference_perf": how the metrics were computed
-    recorded_lengths: bool = True  # False: the source publishes no lengths; the replay uses a stated stand-in
-    first_token_s: float | None = None  # the run's fastest first token (per-request TTFTs): the intake's cost
-    engine_generation: str = "v0.6-multistep"  # the engine the run used, as minivllm.lab.sim.generation names it
-    num_scheduler_steps: int = 1  # vLLM 0.6's --num-scheduler-steps on that engine
-    generation_notes: str = ""  # why this generation (the version the source states, or the assumption)
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split())
 
 
 # fmt: off
@@ -275,71 +201,6 @@ def _lambda_run(
     )
 
 
-_INFERENCE_SIM = "inference-sim training data, github.com/inference-sim/training @c4f0340 default_args/"
-_INFERENCE_SIM_SETTINGS = SchedulerSettings(
-    max_num_seqs=128,
-    max_num_batched_tokens=2048,
-    enable_chunked_prefill=True,
-    max_model_len=4096,
-    notes="vLLM's defaults as the experiments' exp-config.yaml files record them (the codegen and roleplay "
-    "directories hold none of their own; their siblings in default_args/ do); chunked prefill and prefix caching "
-    "are always on in V1; gpu_memory_utilization not recorded (vLLM's default 0.9 assumed)",
-)
-_INFERENCE_SIM_REPLAY = {"max_num_seqs": 128, "max_num_batched_tokens": 2048, "enable_chunked_prefill": True}
-REPLAY_SECONDS_PER_STAGE = 60.0  # each load stage replayed for its first minute (set before any replay, not tuned)
-_INFERENCE_SIM_REPLAY_NOTES = (
-    "the V1 Scheduler with the recorded engine arguments; each load stage's first "
-    f"{REPLAY_SECONDS_PER_STAGE:.0f} s at its constant rate (inference-perf's load type 'constant': evenly "
-    "spaced), compared with the whole run's summary (the published latencies are steady: p1-p99 within "
-    "+-25% of the mean); every prompt is the run's mean recorded prompt length, its first system_prompt_len "
-    "tokens shared by one of num_groups groups (prefix caching on); every output is the configured output_len "
-    "(ignore_eos: the recorded output_len counts re-tokenised text, whose low tail the narrow latencies "
-    "rule out); no API-server intake (none measured: TTFT includes the server's own work)"
-)
-
-
-def _inference_sim_run(
-    experiment: str,
-    profile: str,
-    stages: tuple[tuple[float, float], ...],
-    prompt_len: int,
-    output_len: int,
-    system_prompt_len: int,
-    metrics: dict[str, float],
-) -> PublishedRun:
-    """One of inference-sim's Llama-2-7B H100 experiments, its load stages cut to REPLAY_SECONDS_PER_STAGE each."""
-    full = ", ".join(f"{r:g} req/s for {d:g} s" for r, d in stages)
-    replayed = tuple((rate, min(seconds, REPLAY_SECONDS_PER_STAGE)) for rate, seconds in stages)
-    count = sum(round(rate * seconds) for rate, seconds in replayed)
-    return PublishedRun(
-        name=f"inference_sim_{profile}_llama2_7b_h100",
-        source=f"{_INFERENCE_SIM}{experiment}/results (config.yaml, summary_lifecycle_metrics.json)",
-        vllm_version="V1 (journey tracing; the release is not recorded in the stored files)",
-        model="meta-llama/Llama-2-7b-hf",
-        gpu="H100-80GB-SXM",
-        tensor_parallel_size=1,
-        settings=_INFERENCE_SIM_SETTINGS,
-        workload=RunWorkload(
-            f"inference-perf shared_prefix '{profile}': 10 groups, system prompt {system_prompt_len} tokens, "
-            f"prompts {prompt_len} tokens (recorded mean), output {output_len}; {full} (replayed: the first "
-            f"{REPLAY_SECONDS_PER_STAGE:.0f} s of each stage)",
-            num_requests=count,
-            prompt_len=prompt_len,
-            output_len=output_len,
-            stages=replayed,
-            shared_prefix_len=system_prompt_len,
-            num_prefix_groups=10,
-        ),
-        metrics=metrics,
-        preset="llama2_7b_h100",
-        replay=_INFERENCE_SIM_REPLAY,
-        replay_notes=_INFERENCE_SIM_REPLAY_NOTES,
-        client="inference_perf",
-        engine_generation="v1",
-        generation_notes="vLLM V1 (its OTEL journey traces are V1's): host work overlapped with the GPU",
-    )
-
-
 SGLANG_REPLAYED_REQUESTS = 600  # the first half of the 1200 (150 s at 4 req/s): chosen before any replay
 _SGLANG_RUN = PublishedRun(
     name="sglang_vllm060_multistep10_llama31_8b_a100",
@@ -434,24 +295,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         },
         first_token_s=0.8144,
     ),
-    _inference_sim_run(  # summary_lifecycle_metrics.json: request_latency and time_to_first_token, seconds
-        "20260217-155451-llama-2-7b-tp1-codegen",
-        "codegen",
-        ((5.0, 600.0), (10.0, 600.0)),
-        592,  # prompt_len mean 591.63 (580-604); config: system prompt 100 + question 466
-        247,
-        100,
-        {"mean_e2e_s": 2.08074, "median_e2e_s": 2.11062, "mean_ttft_s": 0.027982, "median_ttft_s": 0.027236},
-    ),
-    _inference_sim_run(
-        "20260217-162547-llama-2-7b-tp1-roleplay",
-        "roleplay",
-        ((6.0, 1200.0),),
-        786,  # prompt_len mean 785.84 (770-806); config: system prompt 150 + question 600
-        251,
-        150,
-        {"mean_e2e_s": 2.07112, "median_e2e_s": 2.06609, "mean_ttft_s": 0.027129, "median_ttft_s": 0.026828},
-    ),
+    *V1_RUNS,
     _SGLANG_RUN,
     _lambda10_run(
         "a100",
