@@ -1,6 +1,7 @@
 """Published vLLM runs replayed in the simulator: published vs simulated, the ratio, each term's share (§11.7).
 
-``python -m minivllm.lab.benchmarks.sim_validation [--output-json PATH] [--max-requests N] [--run NAME ...] [--check]``
+``python -m minivllm.lab.benchmarks.sim_validation [--output-json PATH] [--max-requests N] [--run NAME ...] [--check]
+[--engine-generation NAME [--num-scheduler-steps N]]``
 
 For each run in :data:`minivllm.lab.sim.published_runs.PUBLISHED_RUNS` this builds the run's workload (fixed
 lengths, or the per-request lengths the source recorded, at the arrival times it states), saves it and
@@ -8,7 +9,11 @@ replays it with ``python -m minivllm bench --mode sim``'s pieces (``sweep.build_
 the real Scheduler, or V0's prefill-first policy where the run used vLLM V0, on a virtual clock priced by the
 run's preset: Llama-3-8B on its GPU, built by :mod:`minivllm.lab.sim.gpu_presets`). The metrics are computed
 the way the run's client computed them (``benchmark_latency.py``: the batch's wall time; ``benchmark_serving.py``:
-per-request TTFT / E2E / TPOT, a request that never streamed text counting TTFT 0). It prints one row per
+per-request TTFT / E2E / TPOT, a request that never streamed text counting TTFT 0; inference-perf: per-request
+E2E and TTFT). Each run is priced as the engine generation it ran on (``PublishedRun.engine_generation``,
+:mod:`minivllm.lab.sim.generation`: vLLM 0.6's serial host work and multi-step bursts, or V1's overlap), printed
+beside every row; ``--engine-generation`` prices every run as another one instead, to show what the choice
+carries. It prints one row per
 published metric (published, simulated, ratio = simulated / published, the target band) and, per run, each
 cost-model term's share of the simulated busy time, so a match cannot hide one term's error behind another's
 without showing it. Targets: every metric within ±15%, TTFT within ±25% (issue 19); ``--check`` exits 1 when
@@ -30,6 +35,7 @@ import numpy as np
 
 from minivllm.config import flag_name
 from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.generation import GENERATIONS, check_generation
 from minivllm.lab.sim.published_runs import PUBLISHED_RUNS, PublishedRun, get_run
 from minivllm.lab.sim.run import run_workload
 from minivllm.lab.sim.workload import Workload, WorkloadRequest
@@ -42,7 +48,7 @@ ABLATIONS = {  # --ablate: a term left out (its coefficients 0), to show what ea
     "kv_read": ("kv_read_s_per_byte",),
     "intake": ("intake_per_request_s",),
 }
-HEADER = ("run", "metric", "published", "simulated", "ratio", "target")
+HEADER = ("run", "generation", "metric", "published", "simulated", "ratio", "target")
 
 
 def tolerance(metric: str) -> float:
@@ -51,16 +57,22 @@ def tolerance(metric: str) -> float:
 
 def build_workload(run: PublishedRun, vocab_size: int, max_requests: int | None = None, seed: int = 0) -> Workload:
     """The run's requests (the first ``max_requests`` of them if given), random token ids, ignore_eos."""
-    lengths = run.workload.lengths()[:max_requests]
+    w = run.workload
+    lengths = w.lengths()[:max_requests]
     rng = np.random.default_rng(seed)
-    rate = run.workload.request_rate
-    gaps = rng.exponential(1.0 / rate, len(lengths) - 1) if rate else np.zeros(len(lengths) - 1)
-    times = np.concatenate([[0.0], np.cumsum(gaps)])
+    rate = w.request_rate
+    if w.stages:  # constant-rate stages: evenly spaced arrivals
+        times = np.array(w.arrival_times()[: len(lengths)])
+    else:
+        gaps = rng.exponential(1.0 / rate, len(lengths) - 1) if rate else np.zeros(len(lengths) - 1)
+        times = np.concatenate([[0.0], np.cumsum(gaps)])
+    groups = max(1, w.num_prefix_groups)
+    prefixes = [rng.integers(3, vocab_size, w.shared_prefix_len).tolist() for _ in range(groups)]
     requests = [
         WorkloadRequest(
             f"req-{i}",
             float(t),
-            rng.integers(3, vocab_size, p).tolist(),
+            prefixes[i % groups] + rng.integers(3, vocab_size, p - w.shared_prefix_len).tolist(),
             SamplingParams(max_tokens=o, temperature=0.0, ignore_eos=True),
         )
         for i, ((p, o), t) in enumerate(zip(lengths, times))
@@ -101,6 +113,15 @@ def client_metrics(run: PublishedRun, trace: Any, recorded_outputs: list[int]) -
     start, end = min(r.arrival_time for r in recs), max(r.finish_time for r in recs)
     if run.client == "benchmark_latency":
         return {"latency_avg_ms": (end - start) * 1e3}
+    if run.client == "inference_perf":  # request_latency and time_to_first_token over every request
+        e2e_all = [r.finish_time - r.arrival_time for r in recs]
+        ttft_all = [r.ttft for r in recs]
+        return {
+            "mean_e2e_s": statistics.fmean(e2e_all),
+            "median_e2e_s": statistics.median(e2e_all),
+            "mean_ttft_s": statistics.fmean(ttft_all),
+            "median_ttft_s": statistics.median(ttft_all),
+        }
     # benchmark_serving.py: ttft stays 0 when no text ever arrived; tpot only for outputs of 2+ tokens
     ttft = [0.0 if out == 0 else r.ttft for r, out in zip(recs, recorded_outputs)]
     e2e = [r.finish_time - r.arrival_time for r in recs]
@@ -116,12 +137,24 @@ def client_metrics(run: PublishedRun, trace: Any, recorded_outputs: list[int]) -
     }
 
 
-def replay(run: PublishedRun, max_requests: int | None = None, without: str | None = None) -> dict[str, Any]:
+def replay(
+    run: PublishedRun,
+    max_requests: int | None = None,
+    without: str | None = None,
+    engine_generation: str | None = None,
+    num_scheduler_steps: int | None = None,
+) -> dict[str, Any]:
     """Run one published run in the simulator; its rows (published, simulated, ratio) and the term shares.
-    ``without``: a key of ABLATIONS, replayed with that term left out."""
+    ``without``: a key of ABLATIONS, replayed with that term left out. ``engine_generation`` /
+    ``num_scheduler_steps``: price the run as that engine instead of the one it ran on."""
     from minivllm.lab.benchmarks import sweep
 
+    generation = engine_generation or run.engine_generation
+    if num_scheduler_steps is None:
+        num_scheduler_steps = run.num_scheduler_steps if engine_generation is None else 1
+    check_generation(generation, num_scheduler_steps)
     model = CostModel.from_preset(run.preset)
+    model.engine_generation, model.num_scheduler_steps = generation, num_scheduler_steps
     model.intake_per_request_s = intake_per_request(run, model)
     for name in ABLATIONS[without] if without else ():
         setattr(model, name, 0.0)
@@ -155,6 +188,9 @@ def replay(run: PublishedRun, max_requests: int | None = None, without: str | No
         "workload": run.workload.description,
         "num_requests": len(workload.requests),
         "preset": run.preset,
+        "engine_generation": generation,
+        "num_scheduler_steps": num_scheduler_steps,
+        "generation_notes": run.generation_notes if generation == run.engine_generation else "--engine-generation",
         "kv_bytes_per_token": model.kv_bytes_per_token,
         "num_gpu_blocks": engine.config.cache_config.num_gpu_blocks,
         "intake_per_request_s": model.intake_per_request_s,
@@ -172,24 +208,46 @@ def _fmt(x: float) -> str:
 
 
 def format_table(results: list[dict[str, Any]]) -> str:
-    """One line per (run, metric): run, metric, published, simulated, ratio, target band (and 'outside')."""
+    """One line per (run, metric): run, engine generation, metric, published, simulated, ratio, target band (and
+    'OUTSIDE' when the ratio misses it)."""
     lines = [list(HEADER)]
     for r in results:
         for row in r["rows"]:
             tol = tolerance(row["metric"])
             band = f"{1 - tol:.2f}-{1 + tol:.2f}" + ("" if row["ok"] else " OUTSIDE")
-            cells = [r["run"], row["metric"], _fmt(row["published"]), _fmt(row["simulated"]), f"{row['ratio']:.3f}"]
-            lines.append([*cells, band])
+            cells = [r["run"], generation_label(r), row["metric"], _fmt(row["published"]), _fmt(row["simulated"])]
+            lines.append([*cells, f"{row['ratio']:.3f}", band])
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
     return "\n".join(
-        "  ".join(x.ljust(w) if i in (0, 1, 5) else x.rjust(w) for i, (x, w) in enumerate(zip(line, widths))).rstrip()
+        "  ".join(
+            x.ljust(w) if i in (0, 1, 2, 6) else x.rjust(w) for i, (x, w) in enumerate(zip(line, widths))
+        ).rstrip()
         for line in lines
     )
 
 
-def format_ablations(runs: list[PublishedRun], max_requests: int | None, full: list[dict[str, Any]]) -> str:
-    """Ratio per (run, metric) with every term, and with each term of ABLATIONS left out."""
-    columns = {"all terms": full, **{f"no {k}": [replay(r, max_requests, k) for r in runs] for k in ABLATIONS}}
+def generation_label(r: dict[str, Any]) -> str:
+    """``v1``, ``v0.6-multistep`` or ``v0.6-multistep/10`` (num_scheduler_steps when it is not 1)."""
+    steps = r["num_scheduler_steps"]
+    return r["engine_generation"] + (f"/{steps}" if steps != 1 else "")
+
+
+def format_ablations(
+    runs: list[PublishedRun],
+    max_requests: int | None,
+    full: list[dict[str, Any]],
+    engine_generation: str | None = None,
+    num_scheduler_steps: int | None = None,
+) -> str:
+    """Ratio per (run, metric) with every term, and with each term of ABLATIONS left out (each run priced as in
+    ``full``: its own engine generation unless one is given)."""
+    columns = {
+        "all terms": full,
+        **{
+            f"no {k}": [replay(r, max_requests, k, engine_generation, num_scheduler_steps) for r in runs]
+            for k in ABLATIONS
+        },
+    }
     lines = [["run", "metric", *columns]]
     for i, r in enumerate(full):
         for j, row in enumerate(r["rows"]):
@@ -212,6 +270,7 @@ def describe(r: dict[str, Any]) -> str:
         f"{r['run']}: {r['model']} on {r['gpu']}, TP{r['tensor_parallel_size']}, vLLM {r['vllm_version']}\n"
         f"  source: {r['source']}\n"
         f"  workload: {r['workload']} ({r['num_requests']} replayed)\n"
+        f"  engine generation: {generation_label(r)}: {r['generation_notes']}\n"
         f"  preset {r['preset']}: KV {r['kv_bytes_per_token']:,} B/token, "
         f"{r['num_gpu_blocks']:,} blocks of 16{intake}\n"
         f"  busy time by term: {shares}\n"
@@ -229,6 +288,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--run", action="append", default=[], help="replay only this run (repeatable)")
     p.add_argument("--check", action="store_true", help="exit 1 when a ratio is outside its target")
     p.add_argument("--ablate", action="store_true", help="also replay each run with each term left out")
+    p.add_argument(
+        "--engine-generation",
+        help=f"price every run as this engine ({', '.join(GENERATIONS)}) instead of the one it ran on",
+    )
+    p.add_argument("--num-scheduler-steps", type=int, help="with --engine-generation v0.6-multistep: the burst length")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     if args.max_requests is not None and args.max_requests < 1:
         p.error(f"--max-requests must be >= 1, got {args.max_requests}")
@@ -236,7 +300,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         runs = [get_run(n) for n in args.run] if args.run else list(PUBLISHED_RUNS)
     except ValueError as e:
         p.error(f"--run: {e}")
-    results = [replay(run, args.max_requests) for run in runs]
+    if args.num_scheduler_steps is not None and args.engine_generation is None:
+        p.error("--num-scheduler-steps needs --engine-generation (each run's own setting is used otherwise)")
+    if args.engine_generation is not None:
+        try:
+            check_generation(args.engine_generation, args.num_scheduler_steps or 1)
+        except ValueError as e:
+            flag = "--engine-generation" if "engine_generation must" in str(e) else "--num-scheduler-steps"
+            p.error(f"{flag}: {e}")
+    results = [replay(run, args.max_requests, None, args.engine_generation, args.num_scheduler_steps) for run in runs]
     for r in results:
         print(describe(r))
     print()
@@ -246,7 +318,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         Path(args.output_json).write_text(json.dumps(doc, indent=1) + "\n")
     if args.ablate:
         print()
-        print(format_ablations(runs, args.max_requests, results))
+        print(format_ablations(runs, args.max_requests, results, args.engine_generation, args.num_scheduler_steps))
     outside = [f"{r['run']} {row['metric']}" for r in results for row in r["rows"] if not row["ok"]]
     if args.check and outside:
         print(f"outside the target: {', '.join(outside)}")

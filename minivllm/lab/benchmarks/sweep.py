@@ -6,6 +6,10 @@ Mirrors vLLM's ``benchmarks/benchmark_serving.py`` (``--request-rate``, ``--burs
 grid) runs one engine per point; ``--mode sim`` replays the same Scheduler on a virtual clock priced by a
 cost-model preset (Vidur-style), ``--mode real`` runs the model (loaded once, reused by every point).
 
+``--engine-generation`` / ``--num-scheduler-steps`` price the simulated steps as another vLLM engine than the
+preset's own (:mod:`minivllm.lab.sim.generation`: vLLM 0.6's serial host work and multi-step bursts, or V1's
+overlap).
+
 Example: ``python -m minivllm bench --mode sim --cost-model llama2_7b_a100 --workload sharegpt
 --num-prompts 200 --request-rate 2 --sweep max-num-batched-tokens=128,512,2048,8192``
 """
@@ -24,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from minivllm.config import DEFAULT_MAX_MODEL_LEN, EngineConfig, flag_name
 from minivllm.engine.arg_utils import ENGINE_ARGS, add_engine_args, build_engine, engine_kwargs, load_engine_model
 from minivllm.lab.benchmarks.results import RUN_FLAGS, format_table, load_workload, write_outputs
+from minivllm.lab.sim.cost_model import CostModel
+from minivllm.lab.sim.generation import GENERATIONS
 from minivllm.lab.sim.run import run_workload
 
 if TYPE_CHECKING:
@@ -76,6 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
         "when one is cached (python -m minivllm.lab.sim.calibrate --local), else the stored one, with a warning",
     )
     p.add_argument(
+        "--engine-generation",
+        choices=GENERATIONS,
+        help="sim: price the steps as this vLLM engine instead of the preset's own (v0.6-multistep: host work "
+        "added to each step; v1: overlapped with the GPU); minivllm.lab.sim.generation",
+    )
+    p.add_argument(
+        "--num-scheduler-steps",
+        type=int,
+        help="sim, with a v0.6-multistep engine: vLLM 0.6's --num-scheduler-steps (decode steps per scheduler call)",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         help="real mode: torch.set_num_threads (default: torch's own); sim mode: the torch threads of the "
@@ -117,6 +134,18 @@ def _flag_error(parser: argparse.ArgumentParser, err: Exception) -> None:
     parser.error(f"{flag_name(alias.get(found, found)) if found else '--workload'}: {msg}")
 
 
+def with_generation(model: CostModel, engine_generation: str | None, num_scheduler_steps: int | None) -> CostModel:
+    """``model`` priced as another engine generation / burst length when given (a copy, checked); else itself."""
+    if engine_generation is None and num_scheduler_steps is None:
+        return model
+    changes: dict[str, Any] = {}
+    if engine_generation is not None:
+        changes["engine_generation"] = engine_generation
+    if num_scheduler_steps is not None:
+        changes["num_scheduler_steps"] = num_scheduler_steps
+    return CostModel(**{**model.to_dict(), **changes})
+
+
 def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tuple, Any]) -> tuple[Any, Any, Any]:
     """One sweep point's engine, its workload and its intake (``run_workload(intake=...)``; None: none)."""
     kwargs = engine_kwargs(args, point)
@@ -125,7 +154,11 @@ def build_point(args: argparse.Namespace, point: dict[str, Any], cache: dict[tup
         from minivllm.lab.sim.local_fit import resolve_cost_model
         from minivllm.lab.sim.sim_runner import SimRunner
 
-        cost_model = resolve_cost_model(point.get("cost_model", args.cost_model), args.threads or 1)
+        cost_model = with_generation(
+            resolve_cost_model(point.get("cost_model", args.cost_model), args.threads or 1),
+            args.engine_generation,
+            args.num_scheduler_steps,
+        )
         vocab, max_len, loaded = cost_model.vocab_size, cost_model.max_model_len, None
         intake = cost_model.intake()
 
@@ -173,13 +206,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     points = parse_sweeps(parser, args.sweep) or [{}]
     if args.mode == "sim":
-        from minivllm.lab.sim.cost_model import CostModel
-
         for name in {p.get("cost_model", args.cost_model) for p in points}:
             try:
-                CostModel.from_preset(name)
+                model = CostModel.from_preset(name)
             except ValueError as e:
                 parser.error(f"--cost-model: {e}")
+            try:
+                with_generation(model, args.engine_generation, args.num_scheduler_steps)
+            except ValueError as e:
+                parser.error(
+                    f"--{'num-scheduler-steps' if 'num_scheduler_steps' in str(e) else 'engine-generation'}: {e}"
+                )
+    elif args.engine_generation is not None or args.num_scheduler_steps is not None:
+        parser.error("--engine-generation / --num-scheduler-steps price simulated steps: they need --mode sim")
     total = 0
     for point in points:  # reject bad values before any engine runs
         kwargs = engine_kwargs(args, point)

@@ -13,7 +13,10 @@ per scheduled request (``context_len`` = tokens already in the KV cache), as a s
     attention = attn_floor + attn_pair * sum q*(k + (q+1)/2)       kernel floor per layer + prefill FLOPs
     kv_read   = kv_read_per_byte * kv_bytes_per_token * sum k      decode contexts, earlier chunks
 
-``T`` = scheduled tokens, ``R`` = scheduled requests. ``linear_profile`` (the GPU presets) is a measured
+``T`` = scheduled tokens, ``R`` = scheduled requests. How ``host`` meets the GPU terms is the preset's
+``engine_generation`` (:mod:`minivllm.lab.sim.generation`): ``"v0.6-multistep"`` (the default) adds it, and its
+``num_scheduler_steps`` charges it once per multi-step burst; ``"v1"`` overlaps it (a step costs
+``max(host, device)``, the ``host`` term its exposed part). ``linear_profile`` (the GPU presets) is a measured
 table of the linear layers' time by token count, read at the smallest profiled count >= T, so the steps
 of tile / wave quantisation (SARATHI §4.4: a 264-token step costs ~26-36% more than a 256-token one on an
 A100) are in it as measured (Vidur's lookup tables). Without it, the linear layers cost per token above
@@ -39,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from minivllm.core.output import SchedulerOutput
+from minivllm.lab.sim.generation import DEFAULT_GENERATION, V06_MULTISTEP, check_generation, step_seconds
 from minivllm.lab.sim.intake import intake_times
 from minivllm.lab.sim.memory import MemoryModel
 
@@ -80,10 +84,15 @@ class CostModel:
     attn_floor_s: float = 0.0  # per step: attention kernels' floor (one launch per layer, however small)
     host_step_s: float = 0.0  # per step: CPU time the GPU waits for (schedule, prepare inputs, launches)
     intake_per_request_s: float = 0.0  # API server: serial intake per request before the engine sees it
+    engine_generation: str = DEFAULT_GENERATION  # "v0.6-multistep" (host + device) or "v1" (overlapped)
+    num_scheduler_steps: int = 1  # v0.6-multistep: decode steps per scheduler call (--num-scheduler-steps)
     memory: dict[str, Any] = field(default_factory=dict)  # MemoryModel fields: KV capacity at the budget
     vocab_size: int = 49152
     max_model_len: int = 8192
     meta: dict[str, Any] = field(default_factory=dict)  # sources, derivation, calibration report
+
+    def __post_init__(self) -> None:
+        check_generation(self.engine_generation, self.num_scheduler_steps)
 
     def features(self, shape: StepShape) -> np.ndarray:
         """The factors the coefficients in COEFFICIENTS multiply, in that order."""
@@ -96,21 +105,27 @@ class CostModel:
         """Seconds of one step by term (TERMS); they sum to :meth:`step_time`."""
         return self.priced(shape)[1]
 
-    def priced(self, shape: Iterable[tuple[int, int]]) -> tuple[float, dict[str, float]]:
-        """(:meth:`step_time`, :meth:`terms`) of one step, from one pass over its shape (the simulator's hot path)."""
+    def priced(self, shape: Iterable[tuple[int, int]], charge_host: bool = True) -> tuple[float, dict[str, float]]:
+        """(:meth:`step_time`, :meth:`terms`) of one step, from one pass over its shape (the simulator's hot path).
+        ``charge_host=False``: a step inside a multi-step burst, whose host work was paid by the burst's first."""
         shape = [(int(q), int(k)) for q, k in shape]
         if not shape:
             return 0.0, dict.fromkeys(TERMS, 0.0)
         x = self.features(shape)
         f = x * self.coefficients
         linear = self.profiled_linear(sum(q for q, _ in shape))
-        t = float(x @ self.coefficients) + (self.host_step_s + self.attn_floor_s + linear)
-        return t, {
+        terms = {
             "host": self.host_step_s + float(f[2]),
             "linear": float(f[0] + f[1]) + linear,
             "attention": self.attn_floor_s + float(f[3]),
             "kv_read": float(f[4]),
         }
+        if self.engine_generation == V06_MULTISTEP and charge_host:  # serial: the sum, as it always was
+            return float(x @ self.coefficients) + (self.host_step_s + self.attn_floor_s + linear), terms
+        host = terms["host"] if charge_host else 0.0
+        device = terms["linear"] + terms["attention"] + terms["kv_read"]
+        t, terms["host"] = step_seconds(self.engine_generation, host, device)
+        return t, terms
 
     @property
     def coefficients(self) -> np.ndarray:

@@ -14,6 +14,11 @@ says which, in one line per term. The terms are the ones :meth:`CostModel.terms`
 * attention: a floor per layer and step, plus prefill FLOPs at the efficiency published profiles show;
 * kv_read: the model's own KV bytes per token (its KV heads) at the memory bandwidth the profiles reach;
 * KV capacity: vLLM's profiling run, ``memory`` (GPU memory x utilisation - weights - other - activations).
+
+Engine generation (:mod:`minivllm.lab.sim.generation`): ``"v0.6-multistep"`` with ``num_scheduler_steps`` 1, the
+engine the host term was measured and fitted with (Vidur's profile; Lambda's vLLM 0.6.0 run, priced with every
+step paying it): host work added to each step. Price a V1 engine with ``engine_generation="v1"`` (host
+overlapped with the GPU).
 """
 
 from __future__ import annotations
@@ -103,13 +108,19 @@ H100 = GpuSpec(
 # ---------------------------------------------------------------------- the terms not in the linear profile
 HOST_STEP_S = 1.045e-3  # the intercept of Vidur's host profile (schedule + prepare_inputs + sampler, batch 8..64)
 HOST_PER_REQUEST_S = 2.0e-5  # fitted (the one fitted term): Lambda's A100 ShareGPT run, median TPOT
+GENERATION_SOURCE = (
+    "v0.6-multistep, 1 step per scheduler call: the host term is vLLM 0.6's, measured and fitted with every step "
+    "paying it (Vidur's profile; the fit to Lambda's vLLM 0.6.0 run); num_scheduler_steps N prices vLLM 0.6's "
+    "multi-step bursts, engine_generation v1 V1's overlap (minivllm.lab.sim.generation)"
+)
 HOST_SOURCE = (
     "intercept 1.045 ms of Vidur's data/profiling/a100/cpu_overheads.csv @0633efa (Llama-2-7B, TP1): the medians "
     "of schedule + prepare_inputs_e2e + sampler_e2e, batch 8..64, fitted a + b x batch (b = 0.038 ms); "
     "process_model_outputs is left out (vLLM >= 0.6 overlaps output processing with the GPU). per_request_s "
     "0.020 ms is fitted to the A100 ShareGPT run's median TPOT (published_runs.py; the H100 run is held out): "
     "Vidur's own slope, 0.038 ms, is from an engine without vLLM 0.6's CPU-overhead cuts and prices the H100 "
-    "run's TPOT 28% high. The same host work on either GPU (assumed)"
+    "run's TPOT 28% high. The same host work on either GPU (assumed). Fitted with every step paying the host "
+    "cost; that run streamed in 10-step bursts (published_runs.py), priced so its median TPOT comes out 0.93x"
 )
 ATTN_FLOOR_PER_LAYER_S = 9.5e-6
 KV_MBU = 0.87
@@ -168,6 +179,8 @@ def build(model: ModelSpec, gpu: GpuSpec) -> CostModel:
         linear_profile=table,
         per_request_s=HOST_PER_REQUEST_S,
         host_step_s=HOST_STEP_S,
+        engine_generation="v0.6-multistep",
+        num_scheduler_steps=1,
         attn_pair_s=attn_flops_per_pair / (gpu.peak_flops * ATTN_EFFICIENCY),
         attn_floor_s=model.layers * ATTN_FLOOR_PER_LAYER_S,
         kv_read_s_per_byte=1.0 / (gpu.bandwidth * KV_MBU),
@@ -189,6 +202,7 @@ def build(model: ModelSpec, gpu: GpuSpec) -> CostModel:
         "hardware": gpu.sources,
         "terms": {
             "host_step_s, per_request_s": HOST_SOURCE,
+            "engine_generation, num_scheduler_steps": GENERATION_SOURCE,
             "linear_profile": f"Vidur's measured non-attention time, minivllm/lab/sim/profiles/{profile} "
             f"({len(points)} token counts, read at the next profiled count >= T)"
             + ("" if direct else f", x {scale:.4f} = this model's linear parameters / Llama-2-7B's")

@@ -1,14 +1,14 @@
 """Published vLLM runs the simulator is checked against: source, settings, workload, numbers (§11.7, issue 19).
 
-Each :class:`PublishedRun` writes down one run someone else made on a real GPU: where it is published, the vLLM
-version, model, GPU and tensor parallelism, the scheduler settings the source states (``None`` = not stated, with
-a note), the workload, and the published metric values under names that say the statistic and the unit
-(``latency_avg_ms``, ``median_e2e_s``, ``mean_ttft_s``, ``median_tpot_ms``, ...). ``replay`` holds the bench
-flags :mod:`minivllm.lab.benchmarks.sim_validation` runs the simulator with, each assumption beyond the source noted
-in ``replay_notes``; ``client`` says how the source computed its metrics and ``first_token_s`` is the run's
-fastest first token (what an API server's intake cost before the engine saw the burst). These are the targets
-the cost model is judged by; one of its terms (the host cost per request) is fitted to the A100 ShareGPT run,
-so that run is not held out for it (minivllm/lab/sim/gpu_presets.py).
+Each :class:`PublishedRun` (:mod:`minivllm.lab.sim.run_records`) writes down one run someone else made on a real
+GPU: where it is published, the vLLM version, model, GPU and tensor parallelism, the scheduler settings the source
+states (``None`` = not stated, with a note), the workload, and the published metric values under names that say
+the statistic and the unit (``latency_avg_ms``, ``median_e2e_s``, ``mean_ttft_s``, ``median_tpot_ms``, ...).
+``replay`` holds the bench flags :mod:`minivllm.lab.benchmarks.sim_validation` runs the simulator with, each
+assumption beyond the source noted in ``replay_notes``; ``client`` says how the source computed its metrics and
+``first_token_s`` is the run's fastest first token (what an API server's intake cost before the engine saw the
+burst). These are the targets the cost model is judged by; one of its terms (the host cost per request) is fitted
+to the A100 ShareGPT run, so that run is not held out for it (minivllm/lab/sim/gpu_presets.py).
 
 Sources (read 2026-12-01):
 
@@ -26,69 +26,27 @@ Sources (read 2026-12-01):
   ``benchmark_serving.py --dataset-name sharegpt --num-prompts 320``, request rate inf). Each file lists the
   320 requests' ``input_lens`` and ``output_lens``, copied below (their sums equal the files'
   ``total_input_tokens`` 65,578 and ``total_output_tokens`` 65,374 / 65,331).
+* inference-sim's vLLM V1 ground truth: :mod:`minivllm.lab.sim.published_runs_v1` (its sources there).
+* SGLang's reproduction of vLLM 0.6.0 with multi-step scheduling (read 2026-12-02): github.com/sgl-project/sglang
+  ``benchmark/benchmark_vllm_060/README.md`` @120affb: Llama-3.1-8B-Instruct on one A100-80G, the server started
+  with ``--num-scheduler-steps 10 --max_model_len 4096``, ``sglang.bench_serving --backend vllm --dataset-name
+  sharegpt --num-prompts 1200 --request-rate 4``; its online table (median E2E, TTFT, TPOT, ITL in ms).
+
+Each run names the engine generation it is priced as (:mod:`minivllm.lab.sim.generation`): vLLM 0.6 with its
+multi-step setting, or V1. The generation follows the run's engine, never its numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import replace
+
+from minivllm.lab.sim.published_runs_v1 import V1_RUNS
+from minivllm.lab.sim.run_records import PublishedRun, RunWorkload, SchedulerSettings
+from minivllm.lab.sim.run_records import ints as _ints
+
+__all__ = ["PUBLISHED_RUNS", "PublishedRun", "RunWorkload", "SchedulerSettings", "get_run"]
 
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
-
-
-@dataclass(frozen=True)
-class SchedulerSettings:
-    """What the source states about the engine's scheduler; None = not stated (see ``notes``)."""
-
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enable_chunked_prefill: bool | None = None
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    notes: str = ""
-
-
-@dataclass(frozen=True)
-class RunWorkload:
-    """The requests: fixed lengths (``prompt_len`` / ``output_len``) or per-request lengths from the source."""
-
-    description: str
-    num_requests: int
-    request_rate: float | None = None  # requests/s; None = every request at t = 0 (rate inf)
-    prompt_len: int | None = None
-    output_len: int | None = None
-    prompt_lens: tuple[int, ...] = ()
-    output_lens: tuple[int, ...] = ()
-
-    def lengths(self) -> list[tuple[int, int]]:
-        """(prompt, output) per request; a recorded output of 0 tokens becomes 1 (the engine makes at least one)."""
-        if self.prompt_lens:
-            return [(p, max(1, o)) for p, o in zip(self.prompt_lens, self.output_lens)]
-        assert self.prompt_len is not None and self.output_len is not None
-        return [(self.prompt_len, self.output_len)] * self.num_requests
-
-
-@dataclass(frozen=True)
-class PublishedRun:
-    name: str
-    source: str
-    vllm_version: str | None
-    model: str
-    gpu: str
-    tensor_parallel_size: int
-    settings: SchedulerSettings
-    workload: RunWorkload
-    metrics: dict[str, float]  # published values: name = statistic + unit (see the module docstring)
-    preset: str  # the cost-model preset in minivllm/lab/sim/presets for this model and GPU
-    replay: dict[str, Any] = field(default_factory=dict)  # bench flags (config field names) for the simulator
-    replay_notes: str = ""
-    notes: str = ""
-    client: str = "benchmark_latency"  # or "benchmark_serving": how the metrics were computed (sim_validation)
-    first_token_s: float | None = None  # the run's fastest first token (per-request TTFTs): the intake's cost
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split())
 
 
 # fmt: off
@@ -157,7 +115,8 @@ _LAMBDA_NOTES = (
     "gpu_memory_utilization is benchmark.py's default (0.95), not recorded in the result; max_num_seqs not "
     "recorded (benchmark.sh passes MAX_NUM_SEQ, default 256; benchmark.py's own default is 1024); chunked "
     "prefill and max_num_batched_tokens not passed (vLLM 0.6.0 defaults: chunked prefill off below a 32K "
-    "context, budget max(max_model_len, 2048)); num-scheduler-steps not passed to the server by benchmark.py"
+    "context, budget max(max_model_len, 2048)); benchmark.sh hands its NUM_SCHEDULER_STEPS to benchmark.py "
+    "(--num-scheduler-steps; the stored benchmark.sh defaults it to 0) and the value used is not recorded"
 )
 _LAMBDA_REPLAY_NOTES = (
     "vLLM 0.6.0's V0 scheduler (minivllm.lab.baselines.PrefillFirstScheduler: whole prompts in prefill-only steps), "
@@ -166,8 +125,8 @@ _LAMBDA_REPLAY_NOTES = (
     "(prompt, output) lengths, all at t = 0 (--request-rate inf), output 0 replayed as 1 token and, as "
     "benchmark_serving.py counts it (no text ever arrived), TTFT 0 and no TPOT; the API server's intake "
     "(minivllm.lab.sim.intake) from the run's fastest first token (first_token_s) less the first prefill step, over "
-    "320 requests; prefix caching stays on but random token ids never hit; multi-step scheduling is not "
-    "modelled (the file's inter-token gaps come in ~10-token bursts, as with --num-scheduler-steps 10)"
+    "320 requests; prefix caching stays on but random token ids never hit; 10-step multi-step bursts, read off "
+    "the file's inter-token gaps (generation_notes)"
 )
 _LAMBDA_REPLAY = {
     "scheduler_cls": "minivllm.lab.baselines.PrefillFirstScheduler",
@@ -206,6 +165,8 @@ def _latency_run(gpu: str, gpu_note: str, latency_ms: float) -> PublishedRun:
         replay=_VLLM_LATENCY_REPLAY,
         replay_notes=_VLLM_LATENCY_REPLAY_NOTES,
         notes="vLLM version and the date of the value are unknown (issue 19 quotes it without either)",
+        generation_notes="version unknown: priced as the presets' own generation (vLLM 0.6, serial host work, "
+        "single steps), an assumption",
     )
 
 
@@ -233,6 +194,69 @@ def _lambda_run(
         replay_notes=_LAMBDA_REPLAY_NOTES,
         client="benchmark_serving",
         first_token_s=first_token_s,  # min of the file's ttfts over requests with text
+        num_scheduler_steps=10,
+        generation_notes="vLLM 0.6.0 (V0 engine) with 10-step bursts: the file's streamed tokens arrive in chunks of "
+        "~10 (its itls: one gap per ~10 tokens, e.g. 120 tokens in 12 gaps of ~114 ms in the 10-prompt A100 "
+        "file), as vLLM 0.6 streams with --num-scheduler-steps 10",
+    )
+
+
+SGLANG_REPLAYED_REQUESTS = 600  # the first half of the 1200 (150 s at 4 req/s): chosen before any replay
+_SGLANG_RUN = PublishedRun(
+    name="sglang_vllm060_multistep10_llama31_8b_a100",
+    source="SGLang v0.3 vs vLLM v0.6.0 reproduction, github.com/sgl-project/sglang "
+    "benchmark/benchmark_vllm_060/README.md @120affb (online, Llama 3.1 8B Instruct, 1 x A100 80G, RPS 4)",
+    vllm_version="0.6.0",
+    model="meta-llama/Llama-3.1-8B-Instruct",
+    gpu="A100-80GB",
+    tensor_parallel_size=1,
+    settings=SchedulerSettings(
+        max_model_len=4096,
+        notes="server flags: --num-scheduler-steps 10 --max_model_len 4096 --disable-log-requests; the rest vLLM "
+        "0.6.0's defaults (max_num_seqs 256, chunked prefill off below a 32K context, budget max(max_model_len, "
+        "2048) = 4096, gpu_memory_utilization 0.9), not restated by the source",
+    ),
+    workload=RunWorkload(
+        "ShareGPT_V3 through sglang.bench_serving (1200 prompts, Poisson 4 req/s, outputs its completions' lengths "
+        "with ignore_eos); the sampled lengths are not published: replayed with Lambda's 320 recorded ShareGPT "
+        f"(prompt, output) pairs (same dataset and length filters), cycled, first {SGLANG_REPLAYED_REQUESTS} requests",
+        num_requests=SGLANG_REPLAYED_REQUESTS,
+        request_rate=4.0,
+        prompt_lens=tuple(_SHAREGPT_320_PROMPT_LENS[i % 320] for i in range(SGLANG_REPLAYED_REQUESTS)),
+        output_lens=tuple(max(1, _A100_OUTPUT_LENS[i % 320]) for i in range(SGLANG_REPLAYED_REQUESTS)),
+    ),
+    metrics={"median_e2e_s": 1.69197, "median_ttft_s": 0.10048, "median_tpot_ms": 14.14},
+    preset="llama3_8b_a100",
+    replay={**_LAMBDA_REPLAY, "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.9, "max_model_len": 4096},
+    replay_notes="vLLM 0.6.0's V0 scheduler (PrefillFirstScheduler: whole prompts in prefill-only steps) with its "
+    "defaults for this context; Llama-3.1-8B priced by the Llama-3-8B preset (the same shapes); the lengths are a "
+    "stand-in sample (workload); Poisson arrivals seeded; no API-server intake (none measured); the median ITL "
+    "(129 ms: tokens reach the client once per 10-step burst) is not compared: the simulator stamps each token at "
+    "its own step; the median E2E depends on the sample's output lengths: the published medians imply ~114 "
+    "output tokens for the median request ((E2E - TTFT) / TPOT + 1), the stand-in's median output is 156",
+    client="benchmark_serving",
+    recorded_lengths=False,
+    engine_generation="v0.6-multistep",
+    num_scheduler_steps=10,
+    generation_notes="vLLM 0.6.0 started with --num-scheduler-steps 10: 10 decode steps per scheduler call",
+)
+
+
+def _lambda10_run(
+    gpu: str, result_file: str, max_model_len: int, outputs: str, metrics: dict[str, float], first_token_s: float
+) -> PublishedRun:
+    """One of Lambda's 10-prompt runs: the first 10 ShareGPT prompts of the 320, by the same benchmark.py."""
+    run = _lambda_run(gpu, result_file, max_model_len, _ints(outputs), metrics, first_token_s)
+    return replace(
+        run,
+        name=f"lambda_sharegpt10_llama3_8b_{gpu}",
+        source=_LAMBDA + result_file,
+        workload=replace(
+            run.workload,
+            num_requests=10,
+            prompt_lens=_SHAREGPT_320_PROMPT_LENS[:10],
+            description=run.workload.description.replace("320", "10"),
+        ),
     )
 
 
@@ -270,6 +294,36 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
             "output_throughput_tok_s": 6026.6,
         },
         first_token_s=0.8144,
+    ),
+    *V1_RUNS,
+    _SGLANG_RUN,
+    _lambda10_run(
+        "a100",
+        "results/prompt_10/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2000.json (a9b42a5f)",
+        2000,
+        "120 507 233 194 101 741 9 3 6 31",
+        {
+            "mean_ttft_s": 0.139225,
+            "median_tpot_ms": 11.9557,
+            "mean_e2e_s": 2.40707,
+            "median_e2e_s": 1.42057,
+            "duration_s": 8.56683,
+        },
+        first_token_s=0.138707,
+    ),
+    _lambda10_run(
+        "h100",
+        "results/prompt_10/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json (a4f9f437)",
+        2048,
+        "120 429 233 194 101 741 9 3 6 31",
+        {
+            "mean_ttft_s": 0.0624264,
+            "median_tpot_ms": 7.55826,
+            "mean_e2e_s": 1.43178,
+            "median_e2e_s": 0.874290,
+            "duration_s": 5.36661,
+        },
+        first_token_s=0.0619239,
     ),
 )
 

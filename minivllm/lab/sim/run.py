@@ -37,7 +37,9 @@ def run_workload(
     optional priority) on ``engine`` until all are done (or ``max_steps``). Arrival times are seconds from
     now; an idle engine waits (wall clock) or jumps (virtual clock) to the next arrival. ``intake`` (an API
     server in front, ``minivllm.lab.sim.intake``) maps the sorted arrival times to the later times the
-    engine gets each request; latencies still count from arrival. ``on_step(engine)`` runs after each step."""
+    engine gets each request; latencies still count from arrival. ``on_step(engine)`` runs after each step.
+    A runner in a multi-step burst (``burst_open``, vLLM 0.6's ``--num-scheduler-steps``) gets no new requests
+    until the burst ends."""
     clock = engine.clock
     start = clock.now()
     pending = sorted(requests, key=lambda r: r.arrival_time)
@@ -48,7 +50,8 @@ def run_workload(
         if not engine.has_unfinished_requests():
             clock.wait_until(start + ready[i])
         now = clock.now()
-        while i < len(pending) and start + ready[i] <= now:
+        held = getattr(engine.model_runner, "burst_open", False) and engine.has_unfinished_requests()
+        while not held and i < len(pending) and start + ready[i] <= now:
             r = pending[i]
             priority = getattr(r, "priority", 0)
             engine.add_request(

@@ -9,6 +9,11 @@ Vidur's replica stage (``vidur/entities/execution_time.py`` priced by
 
 The CPU preset is fitted to real ModelRunner steps by :mod:`minivllm.lab.sim.calibrate`; the GPU presets are built
 from published profiles by :mod:`minivllm.lab.sim.gpu_presets`. ``term_shares`` says where the busy time went.
+The cost model's engine generation (:mod:`minivllm.lab.sim.generation`) decides how host work is charged; with
+vLLM 0.6's multi-step scheduling (``num_scheduler_steps`` > 1) this runner tracks the bursts: only a burst's
+first step pays the host cost, and ``burst_open`` tells :func:`minivllm.lab.sim.run.run_workload` to hold new
+requests until the burst ends (the V1 Scheduler still makes every decision; a burst is a run of decode-only
+steps, and a request the scheduler admits from its own waiting queue mid-burst ends the burst early).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from minivllm.config import EngineConfig
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.lab.sim.clock import VirtualClock
 from minivllm.lab.sim.cost_model import TERMS, CostModel, step_shape
+from minivllm.lab.sim.generation import MultiStepBursts
 from minivllm.worker.base import Tokenizer
 from minivllm.worker.fake_runner import FakeModelRunner
 
@@ -44,6 +50,12 @@ class SimRunner:
         self.num_steps = 0
         self.busy_time = 0.0  # virtual seconds spent in steps (the rest is idle waiting for arrivals)
         self.term_time = dict.fromkeys(TERMS, 0.0)  # busy time by cost-model term (CostModel.terms)
+        self.bursts = MultiStepBursts(cost_model.num_scheduler_steps)  # vLLM 0.6 multi-step (N = 1: every step)
+
+    @property
+    def burst_open(self) -> bool:
+        """A multi-step burst has steps left: a request arriving now waits for the next scheduler call."""
+        return self.bursts.open
 
     def determine_num_blocks(self) -> int:
         """The config's num_gpu_blocks if set, else the cost model's KV capacity in blocks: with a memory
@@ -68,7 +80,8 @@ class SimRunner:
         self.tokens.roll_back(num_tokens)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
-        dt, terms = self.cost_model.priced(step_shape(scheduler_output))
+        shape = step_shape(scheduler_output)
+        dt, terms = self.cost_model.priced(shape, charge_host=self.bursts.step(shape))
         for k, v in terms.items():
             self.term_time[k] += v
         result = self.tokens.execute_model(scheduler_output)

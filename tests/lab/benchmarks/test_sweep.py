@@ -118,6 +118,9 @@ def test_a_saved_workload_file_is_replayed(tmp_path, capsys):
         (["--request-rate", "-1"], "--request-rate"),
         (["--workload", "nope"], "--workload"),
         (["--mode", "gpu"], "--mode"),
+        (["--engine-generation", "v2"], "--engine-generation"),
+        (["--num-scheduler-steps", "0"], "--num-scheduler-steps"),
+        (["--engine-generation", "v1", "--num-scheduler-steps", "4"], "--num-scheduler-steps"),
     ],
 )
 def test_bad_flags_are_argparse_errors_naming_the_flag(argv, flag, capsys):
@@ -172,3 +175,25 @@ def test_scheduler_cls_runs_v0s_prefill_first_policy_and_refuses_chunking(capsys
     with pytest.raises(SystemExit):
         bench.main([*flags, "--scheduler-cls", bench.SCHEDULERS[1]])
     assert "never splits a prompt: add --no-enable-chunked-prefill" in capsys.readouterr().err
+
+
+def test_the_engine_generation_flags_reprice_the_same_schedule(capsys):
+    """V1 overlaps the host work: every step is cheaper than vLLM 0.6's sum; multi-step bursts share it."""
+    argv = SIM + ["--num-prompts", "12", "--request-rate", "4", "--seed", "3"]
+    runs = {
+        name: bench.main(argv + extra)[0]["metrics"]
+        for name, extra in {
+            "preset": [],
+            "v06": ["--engine-generation", "v0.6-multistep"],
+            "v1": ["--engine-generation", "v1"],
+            "multistep": ["--num-scheduler-steps", "8"],
+        }.items()
+    }
+    capsys.readouterr()
+    for key in ("ttft_p50", "tpot_p50", "output_throughput", "num_preemptions"):  # the preset's own generation
+        assert runs["preset"][key] == runs["v06"][key], key
+    assert runs["v1"]["tpot_p50"] < runs["v06"]["tpot_p50"]
+    assert runs["multistep"]["tpot_p50"] < runs["v06"]["tpot_p50"]
+    with pytest.raises(SystemExit):
+        bench.main(["--mode", "real", "--engine-generation", "v1", "--no-progress"])
+    assert "need --mode sim" in capsys.readouterr().err
