@@ -303,10 +303,9 @@ class ModelRunner:
         sampled = self._sample(out, states, rows, scheduled, drafts, logits)
         if isinstance(sampled, np.ndarray):  # the common step: one token for every request
             batch.append_sampled(rows, sampled)
-            tokens = sampled.tolist()
-            for state, t in zip(states, tokens):
+            for state, t in zip(states, sampled.tolist()):
                 state.token_ids.append(t)
-            sampled_lists = [[t] for t in tokens]
+            sampled_lists = sampled.reshape(-1, 1).tolist()  # [[t], ...] built in C (as vLLM's .tolist())
         else:
             sampled_lists = sampled
             for state, row, new_tokens in zip(states, rows.tolist(), sampled):
