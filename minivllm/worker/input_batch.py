@@ -70,6 +70,22 @@ class InputBatch:
         """The rows of ``req_ids``, in that order (int64)."""
         return np.fromiter(map(self.req_id_to_index.__getitem__, req_ids), dtype=np.int64, count=len(req_ids))
 
+    def input_ids(self, rows: np.ndarray, num_scheduled: np.ndarray) -> np.ndarray:
+        """The flat batch's token ids: row ``rows[i]``'s next ``num_scheduled[i]`` tokens from its
+        ``num_computed_tokens`` on, all requests back to back (one numpy gather, as vLLM's ``_prepare_inputs``)."""
+        starts = np.cumsum(num_scheduled) - num_scheduled
+        cols = np.arange(int(num_scheduled.sum())) + np.repeat(self.num_computed_tokens[rows] - starts, num_scheduled)
+        ids: np.ndarray = self.token_ids[np.repeat(rows, num_scheduled), cols]
+        return ids
+
+    def all_plain(self, rows: np.ndarray, num_scheduled: np.ndarray) -> bool:
+        """Whether every row samples this step with nothing to change in its logits first: it catches up with
+        its known tokens (no prompt left) and has no ``min_tokens`` still to reach."""
+        num_tokens = self.num_tokens[rows]
+        sampling = self.num_computed_tokens[rows] + num_scheduled >= num_tokens
+        min_tokens_due = num_tokens - self.num_prompt_tokens[rows] < self.min_tokens[rows]
+        return bool(sampling.all()) and not min_tokens_due.any()
+
     # ------------------------------------------------------------------ rows in and out
     def add_request(self, state: CachedRequestState) -> int:
         """Give ``state`` the first free row (a hole, else the end) and fill it; returns the row."""

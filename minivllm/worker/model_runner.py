@@ -6,6 +6,11 @@ SchedulerOutput, packs all scheduled tokens into one flat batch, builds the
 varlen metadata, runs the model, and samples one token for each request that
 has caught up with its prompt. A request still inside its prompt gets nothing
 and its generator is not advanced.
+
+The mirror is two things, as in vLLM: a ``CachedRequestState`` per request and the
+persistent ``InputBatch`` (``minivllm.worker.input_batch``), whose numpy rows give
+the step's input ids and metadata without a Python loop over requests; a step where
+every request just samples (no drafts, grammar or min_tokens) is sampled in one call.
 """
 
 from __future__ import annotations
@@ -323,19 +328,13 @@ class ModelRunner:
     def _input_ids(
         self, rows: np.ndarray, scheduled: np.ndarray, states: list[CachedRequestState], drafts: list[list[int]] | None
     ) -> np.ndarray:
-        """The step's flat input ids (int64): request ``r``'s tokens from its ``num_computed_tokens`` on, then
-        its drafts. Without drafts, one numpy gather from the persistent batch's token rows."""
+        """The step's flat input ids (int64): each request's chunk, then its drafts (riding at its end)."""
         if drafts is None:
-            computed = self.input_batch.num_computed_tokens[rows]
-            starts = np.cumsum(scheduled) - scheduled
-            req = np.repeat(rows, scheduled)
-            col = np.arange(int(scheduled.sum())) + np.repeat(computed - starts, scheduled)
-            ids_array: np.ndarray = self.input_batch.token_ids[req, col]
-            return ids_array
+            return self.input_batch.input_ids(rows, scheduled)
         ids: list[int] = []
         for state, n, d in zip(states, scheduled.tolist(), drafts):
             c = state.num_computed_tokens
-            ids += state.token_ids[c : c + n - len(d)] + d  # drafts ride at the end of the chunk
+            ids += state.token_ids[c : c + n - len(d)] + d
         return np.array(ids, dtype=np.int64)
 
     def _sample(
@@ -353,17 +352,12 @@ class ModelRunner:
         reach) is recognised from the persistent batch's arrays, with no Python per request, and returns one
         token per request as an int64 array; an all-greedy batch is one :func:`greedy_tokens`.
         """
-        batch = self.input_batch
-        if drafts is None and not out.grammar_allowed_token_ids:
-            num_tokens = batch.num_tokens[rows]
-            sampling = batch.num_computed_tokens[rows] + scheduled >= num_tokens  # caught up with its prompt
-            min_tokens_due = num_tokens - batch.num_prompt_tokens[rows] < batch.min_tokens[rows]
-            if sampling.all() and not min_tokens_due.any():
-                if batch.greedy[rows].all():
-                    return greedy_tokens(logits).cpu().numpy()
-                params = [s.sampling_params for s in states]
-                generators = [s.generator or self.default_generator for s in states]
-                return self.sampler(logits, params, generators).cpu().numpy()
+        if drafts is None and not out.grammar_allowed_token_ids and self.input_batch.all_plain(rows, scheduled):
+            if self.input_batch.greedy[rows].all():
+                return greedy_tokens(logits).cpu().numpy()
+            params = [s.sampling_params for s in states]
+            generators = [s.generator or self.default_generator for s in states]
+            return self.sampler(logits, params, generators).cpu().numpy()
         return self._sample_each(out, states, scheduled.tolist(), drafts or [[] for _ in states], logits)
 
     def _sample_each(
