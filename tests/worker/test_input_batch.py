@@ -71,6 +71,24 @@ def test_add_remove_condense_and_growth():
     assert b.num_tokens[0] == 2
 
 
+def test_input_ids_and_the_common_sampling_step():
+    b = InputBatch(max_num_reqs=4, max_model_len=16, max_num_blocks_per_req=2)
+    b.add_request(state("p", [1, 2, 3, 4, 5], [1]))  # a prompt, chunked
+    b.add_request(state("d", [6, 7, 8], [2]))
+    b.add_request(state("m", [9, 10], [3], SAMPLED))  # min_tokens=3
+    b.num_computed_tokens[:3] = [1, 2, 1]
+    rows = b.rows_of(["d", "p", "m"])
+    assert b.input_ids(rows, np.array([1, 3, 1])).tolist() == [8, 2, 3, 4, 10]  # scheduler order, each from its c
+    assert not b.all_plain(b.rows_of(["p"]), np.array([3]))  # a token of its prompt is still to come
+    assert b.all_plain(b.rows_of(["p", "d"]), np.array([4, 1]))
+    assert not b.all_plain(b.rows_of(["m"]), np.array([1]))  # no output yet, min_tokens=3
+    b.append_sampled(b.rows_of(["m"]), np.array([11]))
+    b.append_sampled(b.rows_of(["m"]), np.array([12]))
+    b.append_sampled(b.rows_of(["m"]), np.array([13]))
+    b.num_computed_tokens[2] = 4
+    assert b.all_plain(b.rows_of(["m"]), np.array([1]))  # three outputs: min_tokens reached
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_scenes_build_the_per_request_metadata(seed):
     """Random adds, removes, decodes, new blocks and resumes; after each step the rows follow the states and the
