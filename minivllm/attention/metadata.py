@@ -11,10 +11,9 @@ step's chunk), and the causal rule is bottom-right aligned (query ``i`` sits at 
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
-from itertools import accumulate
 
+import numpy as np
 import torch
 
 
@@ -104,57 +103,111 @@ def build_attention_metadata(
     """
     _validate(num_computed_tokens, num_scheduled_tokens, block_ids, block_size, num_spec_tokens)
     num_reqs = len(num_scheduled_tokens)
-    qsl = [0, *accumulate(num_scheduled_tokens)]
-    total = qsl[-1]
+    max_blocks = max(1, max(len(ids) for ids in block_ids))
+    table = np.zeros((num_reqs, max_blocks), dtype=np.int32)  # row r: request r's block ids, then 0 (the null block)
+    for r, ids in enumerate(block_ids):
+        table[r, : len(ids)] = ids
+    computed = np.array(num_computed_tokens, dtype=np.int64)
+    scheduled = np.array(num_scheduled_tokens, dtype=np.int64)
+    return _build(computed, scheduled, table, block_size, device, num_spec_tokens, pad_to)
+
+
+def build_attention_metadata_from_arrays(
+    num_computed_tokens: np.ndarray,
+    num_scheduled_tokens: np.ndarray,
+    block_table: np.ndarray,
+    num_blocks: np.ndarray,
+    block_size: int,
+    device: torch.device | str = "cpu",
+    num_spec_tokens: list[int] | None = None,
+    pad_to: int | None = None,
+) -> AttentionMetadata:
+    """:func:`build_attention_metadata` from the persistent batch's arrays (``minivllm.worker.input_batch``).
+
+    ``block_table[r, :num_blocks[r]]`` is request ``r``'s table and the rest of its row is 0 (the metadata
+    may share the array's memory). The same metadata, tensor for tensor; the checks run vectorised, and only
+    a batch that fails them goes through the per-request checks, for their messages.
+    """
+    computed = np.asarray(num_computed_tokens, dtype=np.int64)
+    scheduled = np.asarray(num_scheduled_tokens, dtype=np.int64)
+    num_reqs = len(scheduled)
+    ok = num_reqs > 0 and block_size >= 1 and len(computed) == num_reqs == len(num_blocks) == len(block_table)
+    if ok:
+        needed = -(-(computed + scheduled) // block_size)
+        ok = bool((computed >= 0).all() and (scheduled >= 1).all() and (num_blocks >= needed).all())
+        ok = ok and bool((block_table >= 0).all())
+    if ok and num_spec_tokens is not None:
+        ok = len(num_spec_tokens) == num_reqs and all(0 <= k < n for k, n in zip(num_spec_tokens, scheduled.tolist()))
+    if not ok:  # the per-request checks say what is wrong
+        tables = [row[:n].tolist() for row, n in zip(block_table, np.asarray(num_blocks).tolist())]
+        _validate(computed.tolist(), scheduled.tolist(), tables, block_size, num_spec_tokens)
+        raise ValueError("invalid attention metadata arrays")  # not reached: _validate raised
+    table = block_table[:, : max(1, int(num_blocks.max()))]
+    return _build(computed, scheduled, table, block_size, device, num_spec_tokens, pad_to)
+
+
+def _build(
+    computed: np.ndarray,
+    scheduled: np.ndarray,
+    block_table: np.ndarray,
+    block_size: int,
+    device: torch.device | str,
+    num_spec_tokens: list[int] | None,
+    pad_to: int | None,
+) -> AttentionMetadata:
+    """The metadata of checked inputs: ``computed``, ``scheduled`` int64 [R], ``block_table`` int32 [R, B].
+
+    Worked out in numpy on the host (a small array op costs about a microsecond, a small tensor op several),
+    then one tensor per field to ``device`` (vLLM's ``_prepare_inputs`` over its CPU buffers).
+    """
+    num_reqs = len(scheduled)
+    ends = np.cumsum(scheduled)
+    total = int(ends[-1])
     if pad_to is not None and pad_to < total:
         raise ValueError(f"pad_to={pad_to} is smaller than the {total} scheduled tokens")
-    seq_lens = [c + n for c, n in zip(num_computed_tokens, num_scheduled_tokens)]
-
-    max_blocks = max(1, max(len(ids) for ids in block_ids))
-    padded = [0] * (num_reqs * max_blocks)  # row r: request r's block ids, then 0 (the null block)
-    for r, ids in enumerate(block_ids):
-        padded[r * max_blocks : r * max_blocks + len(ids)] = ids
-    block_table = _int_tensor(padded, torch.int32).view(num_reqs, max_blocks)
-
+    starts = ends - scheduled
+    seq_lens = computed + scheduled
     # Vectorised over the flat batch: request id of every token, then its absolute position.
-    qsl_t = _int_tensor(qsl)
-    starts, ends = qsl_t[:-1], qsl_t[1:]
-    computed = _int_tensor(num_computed_tokens)
-    req = torch.repeat_interleave(ends - starts, output_size=total)  # [0, 0, 1, 2, 2, 2, ...]
-    positions = torch.arange(total, dtype=torch.int64) + (computed - starts)[req]
-    slot_mapping = block_table[req, positions // block_size].to(torch.int64) * block_size + positions % block_size
+    req = np.repeat(np.arange(num_reqs), scheduled)  # [0, 0, 1, 2, 2, 2, ...]
+    positions = np.arange(total, dtype=np.int64) + (computed - starts)[req]
+    slot_mapping = block_table[req, positions // block_size].astype(np.int64) * block_size + positions % block_size
 
     if num_spec_tokens is None:
         logits_indices = ends - 1
     else:
-        spec = _int_tensor(num_spec_tokens)
-        per_req = spec + 1
-        owner = torch.repeat_interleave(torch.arange(num_reqs), per_req)
-        offset = torch.arange(int(per_req.sum())) - (torch.cumsum(per_req, 0) - per_req)[owner]
+        per_req = np.array(num_spec_tokens, dtype=np.int64) + 1
+        owner = np.repeat(np.arange(num_reqs), per_req)
+        offset = np.arange(int(per_req.sum())) - (np.cumsum(per_req) - per_req)[owner]
         logits_indices = ends[owner] - per_req[owner] + offset
 
     if pad_to is not None and pad_to > total:
         pad = pad_to - total
-        positions = torch.cat([positions, torch.zeros(pad, dtype=torch.int64)])
-        slot_mapping = torch.cat([slot_mapping, torch.full((pad,), -1, dtype=torch.int64)])
+        positions = np.concatenate([positions, np.zeros(pad, dtype=np.int64)])
+        slot_mapping = np.concatenate([slot_mapping, np.full(pad, -1, dtype=np.int64)])
 
+    qsl = np.zeros(num_reqs + 1, dtype=np.int32)
+    qsl[1:] = ends
+    seq_lens_cpu = seq_lens.tolist()
     return AttentionMetadata(
         num_actual_tokens=total,
-        query_start_loc=qsl_t.to(device, torch.int32),
-        seq_lens=_int_tensor(seq_lens, torch.int32).to(device),
-        block_table=block_table.to(device),
-        slot_mapping=slot_mapping.to(device),
-        positions=positions.to(device),
-        max_query_len=max(num_scheduled_tokens),
-        max_seq_len=max(seq_lens),
-        logits_indices=logits_indices.to(device),
+        query_start_loc=to_device(qsl, device),
+        seq_lens=to_device(seq_lens.astype(np.int32), device),
+        block_table=to_device(np.ascontiguousarray(block_table, dtype=np.int32), device),
+        slot_mapping=to_device(slot_mapping, device),
+        positions=to_device(positions, device),
+        max_query_len=int(scheduled.max()),
+        max_seq_len=max(seq_lens_cpu),
+        logits_indices=to_device(logits_indices, device),
         block_size=block_size,
-        query_start_loc_cpu=qsl,
-        seq_lens_cpu=seq_lens,
+        query_start_loc_cpu=qsl.tolist(),
+        seq_lens_cpu=seq_lens_cpu,
     )
 
 
-def _int_tensor(values: list[int], dtype: torch.dtype = torch.int64) -> torch.Tensor:
-    """``torch.tensor(values, dtype=dtype)``, several times faster for long lists: ``torch.tensor`` reads a
-    list element by element, ``array`` packs it in C and the tensor then shares its memory."""
-    return torch.frombuffer(array("q" if dtype == torch.int64 else "i", values), dtype=dtype)
+def to_device(a: np.ndarray, device: torch.device | str) -> torch.Tensor:
+    """One host array as a tensor on ``device``: shared memory on the CPU; on CUDA, one copy from pinned
+    memory (PyTorch's caching host allocator), queued without waiting (vLLM's ``non_blocking`` copies)."""
+    t, kind = torch.from_numpy(a), torch.device(device).type
+    if kind == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t if kind == "cpu" else t.to(device)

@@ -68,6 +68,26 @@ def apply_top_k_top_p(logits: Tensor, top_k: Tensor | None, top_p: Tensor | None
     return logits.masked_fill(mask, float("-inf"))
 
 
+def greedy_tokens(logits: Tensor) -> Tensor:
+    """``logits.argmax(dim=-1)``: the same indices (first maximum, NaN counted as largest), faster on a CPU.
+
+    PyTorch's CPU ``argmax`` walks a row one element at a time (about 4 ms for 64 rows of SmolLM2's 49,152
+    logits on one core); ``amax`` is vectorised. So each row is cut into chunks of ``C`` logits: the chunk
+    maxima pick the first chunk holding the row's maximum (``argmax`` over ~100 values), and ``argmax``
+    inside that one chunk gives the index. The first maximum of the first chunk that holds it is the row's
+    first maximum, so the result equals ``argmax``'s (NaN: ``amax`` and ``argmax`` both propagate it, and
+    the first NaN's chunk is found the same way). On CUDA, or when no chunk size divides the vocabulary,
+    it is plain ``argmax``.
+    """
+    n, vocab = logits.shape
+    chunk = next((c for c in (512, 256, 1024, 128, 64) if vocab % c == 0 and vocab > c), 0)  # fastest first
+    if logits.device.type != "cpu" or not chunk or not logits.is_contiguous():
+        return logits.argmax(dim=-1)
+    best = logits.view(n, vocab // chunk, chunk).amax(dim=-1).argmax(dim=-1) * chunk  # first index of its chunk
+    inside = logits.gather(1, best[:, None] + torch.arange(chunk, device=logits.device)).argmax(dim=-1)
+    return best + inside
+
+
 class Sampler:
     """Batch sampler over ``[N, V]`` fp32 logits with per-request params and generators."""
 
@@ -78,10 +98,14 @@ class Sampler:
         if len(params) != logits.shape[0] or len(generators) != logits.shape[0]:
             raise ValueError(f"{logits.shape[0]} logits rows but {len(params)} params and {len(generators)} generators")
         logits = logits.float()
-        greedy_tokens = logits.argmax(dim=-1)
         random_rows = [i for i, p in enumerate(params) if not p.greedy]
         if not random_rows:
-            return greedy_tokens
+            return greedy_tokens(logits)
+        argmax = (
+            greedy_tokens(logits)
+            if len(random_rows) < len(params)
+            else torch.zeros(len(params), dtype=torch.int64, device=logits.device)
+        )
         rows = torch.tensor(random_rows, device=logits.device)
         sub = logits.index_select(0, rows)
         sub_params = [params[i] for i in random_rows]
@@ -89,7 +113,7 @@ class Sampler:
         sub = apply_top_k_top_p(sub, *self._top_k_top_p(sub_params, sub.shape[-1], sub.device))
         probs = sub.softmax(dim=-1)
         sampled = self.random_sample(probs, [generators[i] for i in random_rows])
-        return greedy_tokens.index_copy(0, rows, sampled)
+        return argmax.index_copy(0, rows, sampled)
 
     @staticmethod
     def apply_temperature(logits: Tensor, params: Sequence[SamplingParams]) -> Tensor:

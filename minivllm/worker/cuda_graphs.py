@@ -125,7 +125,7 @@ class DecodeGraphs:
         """The smallest captured size that holds ``num_reqs`` decodes (None: larger than every graph)."""
         return next((s for s in self.sizes if s >= num_reqs), None)
 
-    def run(self, input_ids: list[int], meta: AttentionMetadata) -> torch.Tensor:
+    def run(self, input_ids: list[int] | torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """Logits ``[num_reqs, V]`` of one pure-decode step, ``meta`` built on the host for it (one token per
         request): its rows are copied into the static buffers, the rest padded, and the graph replayed."""
         r = len(input_ids)
@@ -137,7 +137,7 @@ class DecodeGraphs:
         if width > self.block_table.shape[1]:
             raise ValueError(f"block table of {width} blocks is wider than the graphs' {self.block_table.shape[1]}")
         nb = {"non_blocking": True}
-        self.input_ids[:r].copy_(torch.tensor(input_ids, dtype=torch.int64), **nb)
+        self.input_ids[:r].copy_(torch.as_tensor(input_ids, dtype=torch.int64), **nb)
         self.positions[:r].copy_(meta.positions[:r], **nb)
         self.slot_mapping[:r].copy_(meta.slot_mapping[:r], **nb)
         self.seq_lens[:r].copy_(meta.seq_lens, **nb)

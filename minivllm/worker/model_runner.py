@@ -6,6 +6,11 @@ SchedulerOutput, packs all scheduled tokens into one flat batch, builds the
 varlen metadata, runs the model, and samples one token for each request that
 has caught up with its prompt. A request still inside its prompt gets nothing
 and its generator is not advanced.
+
+The mirror is two things, as in vLLM: a ``CachedRequestState`` per request and the
+persistent ``InputBatch`` (``minivllm.worker.input_batch``), whose numpy rows give
+the step's input ids and metadata without a Python loop over requests; a step where
+every request just samples (no drafts, grammar or min_tokens) is sampled in one call.
 """
 
 from __future__ import annotations
@@ -13,12 +18,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
 import torch
 
-from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
+from minivllm.attention.metadata import (
+    AttentionMetadata,
+    build_attention_metadata,
+    build_attention_metadata_from_arrays,
+    to_device,
+)
 from minivllm.attention.selector import get_attn_backend
 from minivllm.config import EngineConfig, resolve_auto_dtype
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
@@ -26,34 +36,17 @@ from minivllm.core.rollback import RequestError
 from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
 from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
 from minivllm.sample.rejection_sampler import verify_drafts
-from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
-from minivllm.sampling_params import SamplingParams
+from minivllm.sample.sampler import Sampler, apply_min_tokens, greedy_tokens, make_generator
 from minivllm.spec_decode.ngram_proposer import NgramProposer
 from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
 from minivllm.worker.cuda_graphs import Capture, DecodeGraphs, capture_sizes, cuda_capture, graph_unsupported_reason
 from minivllm.worker.device_memory import CudaMemory, DeviceMemory, profile_memory
+from minivllm.worker.input_batch import CachedRequestState, InputBatch
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class CachedRequestState:
-    """The runner's own record of one request (``CachedRequestState`` in vLLM)."""
-
-    req_id: str
-    token_ids: list[int]  # prompt + outputs as far as the runner knows them
-    num_prompt_tokens: int
-    sampling_params: SamplingParams
-    generator: torch.Generator | None
-    block_ids: list[int]
-    num_computed_tokens: int = 0  # the scheduler's, as of this step's SchedulerOutput (never advanced here)
-
-    @property
-    def num_output_tokens(self) -> int:
-        return len(self.token_ids) - self.num_prompt_tokens
 
 
 def resolve_device(device: str) -> torch.device:
@@ -97,6 +90,11 @@ class ModelRunner:
         self.default_generator = torch.Generator(device=self.device)
         self.default_generator.manual_seed(mc.seed)
         self.requests: dict[str, CachedRequestState] = {}
+        sc = config.scheduler_config
+        # The persistent batch (minivllm.worker.input_batch): token rows start at most 2,048 wide and double
+        # when a request outgrows them (a 128k max_model_len would otherwise take 1 MB per row up front).
+        width = min((sc.max_model_len or 2048) + 1, 2048)
+        self.input_batch = InputBatch(sc.max_num_seqs or 16, width, -(-width // self.block_size) + 1)
         self.kv_caches: torch.Tensor | None = None
         # CUDA graphs of the pure-decode steps (enforce_eager=False): captured by initialize_kv_cache. Where they
         # cannot be, the runner stays eager and says why (vLLM falls back to eager on CPU the same way).
@@ -214,10 +212,15 @@ class ModelRunner:
 
     # ------------------------------------------------------------------ one step
     def _update_states(self, out: SchedulerOutput) -> None:
+        """Apply the step's deltas to the request states and the persistent batch (vLLM's ``_update_states``):
+        finished requests leave, new ones get a row, running ones get their new tokens and blocks and the
+        scheduler's ``num_computed_tokens``."""
+        batch = self.input_batch
         for req_id in out.finished_req_ids:
             self.requests.pop(req_id, None)
+            batch.remove_request(req_id)
         for new in out.scheduled_new_reqs:
-            self.requests[new.req_id] = CachedRequestState(
+            state = CachedRequestState(
                 new.req_id,
                 list(new.prompt_token_ids),
                 len(new.prompt_token_ids),
@@ -226,15 +229,29 @@ class ModelRunner:
                 list(new.block_ids),
                 new.num_computed_tokens,
             )
+            self.requests[new.req_id] = state
+            batch.add_request(state)
+        fed_back: list[tuple[int, int, int]] = []  # (row, position, token): a decode's last sampled token
         for cached in out.scheduled_cached_reqs:
             state = self.requests[cached.req_id]
-            c = cached.num_computed_tokens
-            state.token_ids[c : c + len(cached.new_token_ids)] = cached.new_token_ids
+            row = batch.req_id_to_index[cached.req_id]
+            c, new_ids = cached.num_computed_tokens, cached.new_token_ids
+            state.token_ids[c : c + len(new_ids)] = new_ids
+            if len(new_ids) == 1:
+                fed_back.append((row, c, new_ids[0]))
+            elif new_ids:
+                batch.set_token_ids(row, c, new_ids)
             if cached.resumed_from_preemption:
                 state.block_ids = list(cached.new_block_ids)
-            else:
+                batch.set_block_ids(row, cached.new_block_ids)
+            elif cached.new_block_ids:
                 state.block_ids.extend(cached.new_block_ids)
+                batch.set_block_ids(row, cached.new_block_ids, append=True)
             state.num_computed_tokens = c
+            batch.num_computed_tokens[row] = c
+        if fed_back:
+            batch.set_last_tokens(*np.array(fed_back, dtype=np.int64).T)
+        batch.condense()
 
     def roll_back(self, num_tokens: dict[str, int]) -> None:
         """Forget what a failed ``execute_model`` did to the mirror: each request's tokens back to the
@@ -242,6 +259,17 @@ class ModelRunner:
         for req_id, n in num_tokens.items():
             if (state := self.requests.get(req_id)) is not None:
                 del state.token_ids[n:]
+                self.input_batch.truncate(req_id, n)
+
+    def restore_requests(self, requests: dict[str, CachedRequestState]) -> None:
+        """Replace the request states (a step replayed: ``minivllm.lab.sim.calibrate``) and rebuild the
+        persistent batch's rows from them."""
+        for req_id in list(self.input_batch.req_id_to_index):
+            self.input_batch.remove_request(req_id)
+        self.input_batch.condense()
+        self.requests = requests
+        for state in requests.values():
+            self.input_batch.add_request(state)
 
     def _forward(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         self.attn_backend.prepare(meta)
@@ -254,39 +282,85 @@ class ModelRunner:
         req_ids = out.req_ids
         if not req_ids:
             return ModelRunnerOutput([], {}, [], [] if self.proposer else None)
+        batch = self.input_batch
+        rows = batch.rows_of(req_ids)
         states = [self.requests[r] for r in req_ids]
-        num_scheduled = [out.num_scheduled_tokens[r] for r in req_ids]
-        drafts = [out.scheduled_spec_decode_tokens.get(r, []) for r in req_ids]
-        input_ids: list[int] = []
-        for state, n, d in zip(states, num_scheduled, drafts):
-            c = state.num_computed_tokens
-            input_ids += state.token_ids[c : c + n - len(d)] + d  # drafts ride at the end of the chunk
+        scheduled = np.fromiter(map(out.num_scheduled_tokens.__getitem__, req_ids), np.int64, count=len(req_ids))
+        spec = out.scheduled_spec_decode_tokens
+        drafts = [spec.get(r, []) for r in req_ids] if any(spec.values()) else None
+        input_ids = self._input_ids(rows, scheduled, states, drafts)
         graphs = self.decode_graphs
-        replay = graphs is not None and len(input_ids) == len(states) and graphs.padded_size(len(states)) is not None
-        meta = build_attention_metadata(
-            [s.num_computed_tokens for s in states],
-            num_scheduled,
-            [s.block_ids for s in states],
+        replay = graphs is not None and len(input_ids) == len(req_ids) and graphs.padded_size(len(req_ids)) is not None
+        num_blocks = batch.num_blocks[rows]
+        meta = build_attention_metadata_from_arrays(
+            batch.num_computed_tokens[rows],
+            scheduled,
+            batch.block_table[rows, : max(1, int(num_blocks.max()))],
+            num_blocks,
             self.block_size,
             "cpu" if replay else self.device,  # a replay copies the host rows into the graphs' static buffers
-            num_spec_tokens=[len(d) for d in drafts] if any(drafts) else None,
+            num_spec_tokens=[len(d) for d in drafts] if drafts else None,
         )
         if graphs is not None and replay:  # a pure-decode step (one token per request) with a graph for its size
-            logits = graphs.run(input_ids, meta)
+            logits = graphs.run(torch.from_numpy(input_ids), meta)
         else:
-            logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
-        sampled = self._sample(out, states, num_scheduled, drafts, logits)
-        for state, tokens in zip(states, sampled):
-            state.token_ids.extend(tokens)
-        spec = None
+            logits = self._forward(to_device(input_ids, self.device), meta)
+        sampled = self._sample(out, states, rows, scheduled, drafts, logits)
+        if isinstance(sampled, np.ndarray):  # the common step: one token for every request
+            batch.append_sampled(rows, sampled)
+            for state, t in zip(states, sampled.tolist()):
+                state.token_ids.append(t)
+            sampled_lists = sampled.reshape(-1, 1).tolist()  # [[t], ...] built in C (as vLLM's .tolist())
+        else:
+            sampled_lists = sampled
+            for state, row, new_tokens in zip(states, rows.tolist(), sampled):
+                if new_tokens:
+                    batch.set_token_ids(row, len(state.token_ids), new_tokens)
+                    state.token_ids.extend(new_tokens)
+        spec_out = None
         if self.proposer is not None:  # next step's drafts, from each request's own context
-            spec = [
+            spec_out = [
                 self.proposer.propose(s.token_ids) if tokens and r not in out.grammar_allowed_token_ids else []
-                for s, tokens, r in zip(states, sampled, req_ids)
+                for s, tokens, r in zip(states, sampled_lists, req_ids)
             ]
-        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec)
+        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled_lists, spec_out)
+
+    def _input_ids(
+        self, rows: np.ndarray, scheduled: np.ndarray, states: list[CachedRequestState], drafts: list[list[int]] | None
+    ) -> np.ndarray:
+        """The step's flat input ids (int64): each request's chunk, then its drafts (riding at its end)."""
+        if drafts is None:
+            return self.input_batch.input_ids(rows, scheduled)
+        ids: list[int] = []
+        for state, n, d in zip(states, scheduled.tolist(), drafts):
+            c = state.num_computed_tokens
+            ids += state.token_ids[c : c + n - len(d)] + d
+        return np.array(ids, dtype=np.int64)
 
     def _sample(
+        self,
+        out: SchedulerOutput,
+        states: list[CachedRequestState],
+        rows: np.ndarray,
+        scheduled: np.ndarray,
+        drafts: list[list[int]] | None,
+        logits: torch.Tensor,
+    ) -> list[list[int]] | np.ndarray:
+        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied.
+
+        The common step (no drafts, no grammar, every request past its prompt, no ``min_tokens`` still to
+        reach) is recognised from the persistent batch's arrays, with no Python per request, and returns one
+        token per request as an int64 array; an all-greedy batch is one :func:`greedy_tokens`.
+        """
+        if drafts is None and not out.grammar_allowed_token_ids and self.input_batch.all_plain(rows, scheduled):
+            if self.input_batch.greedy[rows].all():
+                return greedy_tokens(logits).cpu().numpy()
+            params = [s.sampling_params for s in states]
+            generators = [s.generator or self.default_generator for s in states]
+            return self.sampler(logits, params, generators).cpu().numpy()
+        return self._sample_each(out, states, scheduled.tolist(), drafts or [[] for _ in states], logits)
+
+    def _sample_each(
         self,
         out: SchedulerOutput,
         states: list[CachedRequestState],
@@ -294,7 +368,7 @@ class ModelRunner:
         drafts: list[list[int]],
         logits: torch.Tensor,
     ) -> list[list[int]]:
-        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied."""
+        """The general case, request by request: prompts still running, drafts, grammars, min_tokens."""
         sampled: list[list[int]] = [[] for _ in states]
         row_starts = [0]
         for d in drafts:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from minivllm.sample.sampler import Sampler, apply_min_tokens, apply_top_k_top_p, make_generator
+from minivllm.sample.sampler import Sampler, apply_min_tokens, apply_top_k_top_p, greedy_tokens, make_generator
 from minivllm.sampling_params import SamplingParams
 
 V = 50
@@ -99,3 +100,18 @@ def test_min_tokens_masks_eos_and_stop_ids() -> None:
     assert x[1, eos] == 100.0  # already has min_tokens outputs
     assert x[2, eos] == 100.0  # EOS is not a stop token when ignore_eos
     assert Sampler()(x, params, gens(params)).tolist() == [x[0].argmax().item(), eos, eos]
+
+
+@pytest.mark.parametrize("vocab", [49152, 32000, 1000, 64, 100])
+def test_greedy_tokens_equal_argmax_with_ties_nan_and_inf(vocab):
+    g = torch.Generator().manual_seed(vocab)
+    logits = torch.randn(9, vocab, generator=g)
+    logits[1] = 0.0  # all tied: the first index
+    logits[2, [5, vocab - 1]] = 50.0  # a tie across chunks: the first one
+    logits[3, vocab - 1] = 50.0  # the last logit of the last chunk
+    logits[4] = float("-inf")
+    logits[5, [3, vocab // 2]] = float("nan")  # NaN counts as the largest, the first one wins
+    logits[6, vocab // 2 :] = float("inf")
+    logits[7] = logits[7].round()  # many ties inside chunks
+    assert torch.equal(greedy_tokens(logits), logits.argmax(dim=-1))
+    assert torch.equal(greedy_tokens(logits[:0]), logits[:0].argmax(dim=-1))

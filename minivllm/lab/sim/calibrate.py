@@ -80,10 +80,9 @@ class RepeatingRunner:
         times = []
         for i in range(self.repeats if sum(out.num_scheduled_tokens.values()) <= self.once_above else 1):
             if i:
-                self.runner.requests = {}
-                for r, (state, tokens, blocks) in saved.items():
+                for state, tokens, blocks in saved.values():
                     state.token_ids, state.block_ids = list(tokens), list(blocks)
-                    self.runner.requests[r] = state
+                self.runner.restore_requests({r: state for r, (state, _, _) in saved.items()})
             t0 = self.timer()
             result = self.runner.execute_model(out)
             times.append(self.timer() - t0)
