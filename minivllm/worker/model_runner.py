@@ -21,7 +21,7 @@ import torch
 from minivllm.attention.metadata import AttentionMetadata, build_attention_metadata
 from minivllm.attention.selector import get_attn_backend
 from minivllm.config import EngineConfig, resolve_auto_dtype
-from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.core.output import LogprobsLists, ModelRunnerOutput, SchedulerOutput
 from minivllm.core.rollback import RequestError
 from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
 from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
@@ -275,16 +275,18 @@ class ModelRunner:
             logits = graphs.run(input_ids, meta)
         else:
             logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
-        sampled = self._sample(out, states, num_scheduled, drafts, logits)
+        sampled, logprobs = self._sample(out, states, num_scheduled, drafts, logits)
         for state, tokens in zip(states, sampled):
             state.token_ids.extend(tokens)
         spec = None
         if self.proposer is not None:  # next step's drafts, from each request's own context
-            spec = [
-                self.proposer.propose(s.token_ids) if tokens and r not in out.grammar_allowed_token_ids else []
+            spec = [  # none for guided requests, nor for requests with logprobs (as vLLM 0.8.5)
+                self.proposer.propose(s.token_ids)
+                if tokens and r not in out.grammar_allowed_token_ids and s.sampling_params.logprobs is None
+                else []
                 for s, tokens, r in zip(states, sampled, req_ids)
             ]
-        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec)
+        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec, logprobs)
 
     def _sample(
         self,
@@ -293,25 +295,37 @@ class ModelRunner:
         num_scheduled: list[int],
         drafts: list[list[int]],
         logits: torch.Tensor,
-    ) -> list[list[int]]:
-        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied."""
+    ) -> tuple[list[list[int]], LogprobsLists | None]:
+        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied.
+        Also the log-probabilities of the requests that ask (None when none does: nothing is computed)."""
         sampled: list[list[int]] = [[] for _ in states]
         row_starts = [0]
         for d in drafts:
             row_starts.append(row_starts[-1] + 1 + len(d))
         eos = self.loaded.eos_token_id
-        plain = []
-        for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts)):
-            if state.num_computed_tokens + n - len(d) < len(state.token_ids):
-                continue  # still inside its prompt: no sample, generator untouched
-            allowed = out.grammar_allowed_token_ids.get(state.req_id)
-            # Drafts, a grammar, or min_tokens not yet reached change this request's rows first; most requests
-            # have none of them and go straight to the batched sampler.
-            if d or allowed is not None or state.num_output_tokens < state.sampling_params.min_tokens:
+        sampling = [
+            i
+            for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts))
+            if state.num_computed_tokens + n - len(d) >= len(state.token_ids)  # else inside its prompt: no sample
+        ]
+        for i in sampling:  # grammar masks first: vLLM applies them to the logits before its sampler
+            if (allowed := out.grammar_allowed_token_ids.get(states[i].req_id)) is not None:
                 rows = logits[row_starts[i] : row_starts[i + 1]]
-                drafted = _attributed(
-                    state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, allowed, eos
-                )
+                _attributed(states[i].req_id, "sampling failed: ", _mask_to, rows, allowed)
+        # Log-probabilities come from these logits (before min_tokens, temperature, top-k, top-p), as vLLM V1's.
+        # Requests with logprobs never have drafts (no proposal for them, as vLLM 0.8.5): one row each.
+        want = [i for i in sampling if states[i].sampling_params.logprobs is not None and not drafts[i]]
+        raw_logprobs = None
+        if want:
+            raw_logprobs = Sampler.compute_logprobs(logits[torch.tensor([row_starts[i] for i in want])])
+        plain = []
+        for i in sampling:
+            state, d = states[i], drafts[i]
+            # Drafts or min_tokens not yet reached change this request's rows first; most requests have
+            # neither and go straight to the batched sampler.
+            if d or state.num_output_tokens < state.sampling_params.min_tokens:
+                rows = logits[row_starts[i] : row_starts[i + 1]]
+                drafted = _attributed(state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, eos)
                 if drafted is not None:
                     sampled[i] = drafted
                     continue
@@ -325,27 +339,42 @@ class ModelRunner:
             generators = [states[i].generator or self.default_generator for i in plain]
             for i, token in zip(plain, self.sampler(rows, params, generators).tolist()):
                 sampled[i] = [token]
-        return sampled
+        if raw_logprobs is None:
+            return sampled, None
+        return sampled, _logprobs_lists(raw_logprobs, want, states, sampled)
 
     def _prepare_rows(
-        self,
-        rows: torch.Tensor,
-        state: CachedRequestState,
-        drafts: list[int],
-        allowed: list[int] | None,
-        eos: int | None,
+        self, rows: torch.Tensor, state: CachedRequestState, drafts: list[int], eos: int | None
     ) -> list[int] | None:
-        """One request's logits rows in place: min_tokens, grammar mask; its verified drafts, if it has some."""
+        """One request's logits rows in place: min_tokens; its verified drafts, if it has some."""
         params = state.sampling_params
         outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
         apply_min_tokens(rows, outputs, [params] * rows.shape[0], eos)
-        if allowed is not None:
-            mask = torch.full_like(rows, float("-inf"))
-            mask[:, allowed] = 0.0
-            rows += mask
         if drafts:
             return verify_drafts(rows, drafts, params, state.generator or self.default_generator)
         return None
+
+
+def _mask_to(rows: torch.Tensor, allowed: list[int]) -> None:
+    """In place: every token outside ``allowed`` (a guided request's grammar) gets -inf."""
+    mask = torch.full_like(rows, float("-inf"))
+    mask[:, allowed] = 0.0
+    rows += mask
+
+
+def _logprobs_lists(
+    raw_logprobs: torch.Tensor, want: list[int], states: list[CachedRequestState], sampled: list[list[int]]
+) -> LogprobsLists:
+    """The sampled token and the top ``logprobs`` of each request in ``want`` (row ``j`` of ``raw_logprobs``),
+    as the step's LogprobsLists (one row per scheduled request; empty for the others)."""
+    ks = [states[i].sampling_params.logprobs or 0 for i in want]
+    tokens = torch.tensor([sampled[i][0] for i in want], device=raw_logprobs.device)
+    ids, values, ranks = Sampler.gather_logprobs(raw_logprobs, max(ks), tokens)
+    out = LogprobsLists([[] for _ in states], [[] for _ in states], [0] * len(states))
+    for i, k, row_ids, row_values, rank in zip(want, ks, ids.tolist(), values.tolist(), ranks.tolist()):
+        out.logprob_token_ids[i], out.logprobs[i] = row_ids[: 1 + k], row_values[: 1 + k]
+        out.sampled_token_ranks[i] = rank
+    return out
 
 
 def _attributed(req_id: str, prefix: str, fn: Callable[..., R], *args: object) -> R:
