@@ -1,0 +1,122 @@
+"""The OpenAI server's ``logprobs`` (completions: an int k) and ``logprobs`` + ``top_logprobs`` (chat), in the
+shapes vLLM 0.8.5's server returns, streamed and not; their numbers are the engine's (``CompletionOutput.logprobs``,
+checked against HF in tests/sample/test_logprobs.py). Out-of-range values are a 400 naming the field (§11.9)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from minivllm.sampling_params import SamplingParams
+from tests.helpers.server import TINY_SERVER_FLAGS, running_server, stream, wait_idle
+
+PROMPT = "the cat sat on the mat"
+CHAT = [{"role": "user", "content": "hello world, the dog"}]
+K = 3
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def server(tiny_qwen2):
+    with running_server(tiny_qwen2, *TINY_SERVER_FLAGS) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def offline(tiny_qwen2):
+    from minivllm import LLM
+
+    return LLM(model=tiny_qwen2, max_model_len=256, num_gpu_blocks=256)
+
+
+def offline_logprobs(offline, prompt_ids, max_tokens):
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, logprobs=K)
+    out = offline.generate({"prompt_token_ids": prompt_ids}, params, use_tqdm=False)[0].outputs[0]
+    return out.token_ids, out.logprobs
+
+
+def test_completion_logprobs_have_openais_shape_and_the_engines_numbers(server, offline):
+    body = {"prompt": PROMPT, "max_tokens": 6, "temperature": 0.0, "ignore_eos": True, "logprobs": K}
+    resp = httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text
+    lp = resp.json()["choices"][0]["logprobs"]
+    assert set(lp) == {"tokens", "token_logprobs", "top_logprobs", "text_offset"}
+    tok = offline.get_tokenizer()
+    ids, expected = offline_logprobs(offline, tok.encode(PROMPT), 6)
+    assert lp["tokens"] == tok.convert_ids_to_tokens(ids)  # vLLM 0.8.5: the tokenizer's tokens
+    for got, token, position in zip(lp["token_logprobs"], ids, expected):
+        assert abs(got - position[token].logprob) < TOL
+    for top, position in zip(lp["top_logprobs"], expected):
+        names = tok.convert_ids_to_tokens(list(position))
+        assert set(top) == set(names) and len(top) <= K + 1  # the sampled token and the top K
+        for name, p in zip(names, position.values()):
+            assert abs(top[name] - p.logprob) < TOL
+    lengths = [len(t) for t in lp["tokens"]]
+    assert lp["text_offset"] == [sum(lengths[:i]) for i in range(len(lengths))]
+    wait_idle(server.base_url)
+
+
+def test_chat_logprobs_have_openais_shape(server, offline):
+    body = {"messages": CHAT, "max_tokens": 5, "temperature": 0.0, "ignore_eos": True, "logprobs": True,
+            "top_logprobs": K}  # fmt: skip
+    resp = httpx.post(f"{server.base_url}/v1/chat/completions", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text
+    content = resp.json()["choices"][0]["logprobs"]["content"]
+    assert len(content) == 5
+    for entry in content:
+        assert set(entry) == {"token", "logprob", "bytes", "top_logprobs"}
+        assert entry["bytes"] == list(entry["token"].encode("utf-8"))
+        assert len(entry["top_logprobs"]) == K
+        # vLLM 0.8.5 lists the position's dict in order: the sampled token first (greedy: also the most likely)
+        assert entry["top_logprobs"][0] == {k: entry[k] for k in ("token", "logprob", "bytes")}
+        values = [t["logprob"] for t in entry["top_logprobs"]]
+        assert values == sorted(values, reverse=True) and all(v <= 0.0 for v in values)
+    plain = {**body, "logprobs": False, "top_logprobs": 0}
+    resp = httpx.post(f"{server.base_url}/v1/chat/completions", json=plain, timeout=60)
+    assert resp.json()["choices"][0]["logprobs"] is None
+    wait_idle(server.base_url)
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_streamed_logprobs_equal_the_whole_answers(server, chat):
+    url = server.base_url
+    if chat:
+        endpoint, body = "chat/completions", {"messages": CHAT, "logprobs": True, "top_logprobs": K}
+    else:
+        endpoint, body = "completions", {"prompt": PROMPT, "logprobs": K}
+    body = {**body, "max_tokens": 8, "temperature": 0.0, "ignore_eos": True}
+
+    async def run():
+        async with httpx.AsyncClient(timeout=60) as c:
+            return await stream(c, f"{url}/v1/{endpoint}", body), await c.post(f"{url}/v1/{endpoint}", json=body)
+
+    streamed, whole = asyncio.run(run())
+    assert streamed.status == 200 and whole.status_code == 200
+    chunks = [ch["logprobs"] for c in streamed.chunks for ch in c.get("choices", []) if ch.get("logprobs")]
+    expected = whole.json()["choices"][0]["logprobs"]
+    if chat:
+        assert [e for c in chunks for e in c["content"]] == expected["content"]
+    else:
+        for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+            assert [x for c in chunks for x in c[key]] == expected[key], key
+    wait_idle(url)
+
+
+BAD = [  # (endpoint, body, param, words)
+    ("completions", {"prompt": "x", "logprobs": 21}, "logprobs", "logprobs must be in [0, 20]"),
+    ("completions", {"prompt": "x", "logprobs": -1}, "logprobs", "logprobs must be in [0, 20]"),
+    ("chat/completions", {"messages": CHAT, "logprobs": True, "top_logprobs": 21}, "top_logprobs", "[0, 20]"),
+    ("chat/completions", {"messages": CHAT, "logprobs": True, "top_logprobs": -1}, "top_logprobs", "[0, 20]"),
+    ("chat/completions", {"messages": CHAT, "top_logprobs": 2}, "top_logprobs", "`logprobs` must be set to true"),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "body", "param", "words"), BAD)
+@pytest.mark.parametrize("stream_it", [False, True])
+def test_out_of_range_logprobs_are_a_400_naming_the_field(server, endpoint, body, param, words, stream_it):
+    resp = httpx.post(f"{server.base_url}/v1/{endpoint}", json={**body, "stream": stream_it}, timeout=60)
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["param"] == param and err["type"] == "invalid_request_error"
+    assert words in err["message"], err["message"]
