@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from minivllm.sequence import SampleLogprobs
+from minivllm.sequence import PromptLogprobs, SampleLogprobs
 
 
 @dataclass
@@ -57,7 +57,9 @@ class RequestOutput:
     request_id: str
     prompt: str | None
     prompt_token_ids: list[int]
-    prompt_logprobs: None  # SamplingParams(prompt_logprobs=...) is refused: always None
+    # SamplingParams(prompt_logprobs=k): None for the first prompt token, then {token id: Logprob} per prompt
+    # token (it and the top k), filled when the prompt is done (with the first output token); None otherwise.
+    prompt_logprobs: PromptLogprobs | None
     outputs: list[CompletionOutput]
     finished: bool
     metrics: RequestMetrics | None = None

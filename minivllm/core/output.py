@@ -98,6 +98,9 @@ class ModelRunnerOutput:
     sampled_token_ids: list[list[int]]
     spec_token_ids: list[list[int]] | None = None
     logprobs: LogprobsLists | None = None
+    # Requests whose prompt finished this step with SamplingParams.prompt_logprobs: one row per prompt token
+    # after the first (vLLM's ``prompt_logprobs_dict``).
+    prompt_logprobs_dict: dict[str, LogprobsLists] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +112,7 @@ class EngineCoreOutput:
     finish_reason: str | None = None  # "stop" | "length" | "abort"
     stop_reason: int | str | None = None
     new_logprobs: LogprobsLists | None = None  # one row per new token, for requests with logprobs
+    new_prompt_logprobs: LogprobsLists | None = None  # the whole prompt's, with the first token (prompt_logprobs)
 
     @property
     def finished(self) -> bool:

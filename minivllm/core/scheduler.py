@@ -425,7 +425,10 @@ class Scheduler:
                     index = runner_output.req_id_to_index[req_id]  # its row (vLLM: one token per step)
                     new_logprobs = runner_output.logprobs.slice(index, index + 1)
                 reason = request.get_finished_reason()
-                outputs.append(EngineCoreOutput(req_id, generated, reason, request.stop_reason, new_logprobs))
+                prompt_logprobs = runner_output.prompt_logprobs_dict.get(req_id)
+                outputs.append(
+                    EngineCoreOutput(req_id, generated, reason, request.stop_reason, new_logprobs, prompt_logprobs)
+                )
             if not stopped:
                 new_running.append(request)
         self.running = new_running

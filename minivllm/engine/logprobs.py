@@ -38,13 +38,21 @@ class LogprobsProcessor:
 
     def update(self, lists: LogprobsLists) -> None:
         """Append one position per row of ``lists`` (vLLM's ``_update_sample_logprobs``)."""
-        for token_ids, logprobs, rank in zip(lists.logprob_token_ids, lists.logprobs, lists.sampled_token_ranks):
-            decoded: Iterable[str | None] = itertools.repeat(None)
-            if self.tokenizer is not None:
-                tokens = self.tokenizer.convert_ids_to_tokens(token_ids)
-                decoded = [t or "" for t in tokens]  # a list in, a list out; "" for an unknown id, as vLLM
-            self.cumulative_logprob += logprobs[0]  # the sampled token comes first
-            self.logprobs.append(make_logprob_dict(logprobs, token_ids, decoded, rank, self.num_logprobs))
+        for position in logprob_dicts(lists, self.tokenizer, self.num_logprobs):
+            self.cumulative_logprob += next(iter(position.values())).logprob  # the sampled token comes first
+            self.logprobs.append(position)
+
+
+def logprob_dicts(lists: LogprobsLists, tokenizer: Tokenizer | None, num_logprobs: int) -> list[dict[int, Logprob]]:
+    """One ``{token id: Logprob}`` per row of ``lists`` (also the prompt's: vLLM's ``_update_prompt_logprobs``)."""
+    out = []
+    for token_ids, logprobs, rank in zip(lists.logprob_token_ids, lists.logprobs, lists.sampled_token_ranks):
+        decoded: Iterable[str | None] = itertools.repeat(None)
+        if tokenizer is not None:
+            tokens = tokenizer.convert_ids_to_tokens(token_ids)
+            decoded = [t or "" for t in tokens]  # a list in, a list out; "" for an unknown id, as vLLM
+        out.append(make_logprob_dict(logprobs, token_ids, decoded, rank, num_logprobs))
+    return out
 
 
 def make_logprob_dict(

@@ -29,10 +29,12 @@ from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
 from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer
+from minivllm.worker import prompt_logprobs
 from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
 from minivllm.worker.cuda_graphs import Capture, DecodeGraphs, capture_sizes, cuda_capture, graph_unsupported_reason
 from minivllm.worker.device_memory import CudaMemory, DeviceMemory, profile_memory
+from minivllm.worker.prompt_logprobs import PromptLogprobsTable
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 R = TypeVar("R")
@@ -50,6 +52,7 @@ class CachedRequestState:
     generator: torch.Generator | None
     block_ids: list[int]
     num_computed_tokens: int = 0  # the scheduler's, as of this step's SchedulerOutput (never advanced here)
+    prompt_logprobs: PromptLogprobsTable | None = None  # with SamplingParams.prompt_logprobs
 
     @property
     def num_output_tokens(self) -> int:
@@ -226,6 +229,8 @@ class ModelRunner:
                 list(new.block_ids),
                 new.num_computed_tokens,
             )
+            if (k := new.sampling_params.prompt_logprobs) is not None:
+                self.requests[new.req_id].prompt_logprobs = PromptLogprobsTable(k, len(new.prompt_token_ids))
         for cached in out.scheduled_cached_reqs:
             state = self.requests[cached.req_id]
             c = cached.num_computed_tokens
@@ -242,11 +247,17 @@ class ModelRunner:
         for req_id, n in num_tokens.items():
             if (state := self.requests.get(req_id)) is not None:
                 del state.token_ids[n:]
+                if state.prompt_logprobs is not None and n <= state.num_prompt_tokens:
+                    state.prompt_logprobs.sent = False  # the step that sent them is undone: send them again
 
-    def _forward(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+    def _forward(
+        self, input_ids: torch.Tensor, meta: AttentionMetadata, extra_rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """fp32 logits of the rows ``meta.logits_indices``, then of ``extra_rows`` (prompt logprobs) if any."""
         self.attn_backend.prepare(meta)
         hidden = self.model(input_ids, meta.positions, self.kv_caches, meta, self.attn_backend)
-        return self.model.compute_logits(hidden[meta.logits_indices]).float()
+        rows = meta.logits_indices if extra_rows is None else torch.cat((meta.logits_indices, extra_rows))
+        return self.model.compute_logits(hidden[rows]).float()
 
     @torch.inference_mode()
     def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
@@ -261,8 +272,17 @@ class ModelRunner:
         for state, n, d in zip(states, num_scheduled, drafts):
             c = state.num_computed_tokens
             input_ids += state.token_ids[c : c + n - len(d)] + d  # drafts ride at the end of the chunk
+        chunks = prompt_logprobs.plan(
+            req_ids, [s.prompt_logprobs for s in states], [s.num_computed_tokens for s in states], num_scheduled
+        )
+        prompt_rows = prompt_logprobs.rows_of(chunks, self.device) if chunks else None
         graphs = self.decode_graphs
-        replay = graphs is not None and len(input_ids) == len(states) and graphs.padded_size(len(states)) is not None
+        replay = (
+            graphs is not None
+            and prompt_rows is None
+            and len(input_ids) == len(states)
+            and graphs.padded_size(len(states)) is not None
+        )
         meta = build_attention_metadata(
             [s.num_computed_tokens for s in states],
             num_scheduled,
@@ -274,7 +294,14 @@ class ModelRunner:
         if graphs is not None and replay:  # a pure-decode step (one token per request) with a graph for its size
             logits = graphs.run(input_ids, meta)
         else:
-            logits = self._forward(torch.tensor(input_ids, dtype=torch.long, device=self.device), meta)
+            ids = torch.tensor(input_ids, dtype=torch.long, device=self.device)
+            logits = self._forward(ids, meta) if prompt_rows is None else self._forward(ids, meta, prompt_rows)
+        prompt_logprobs_dict = {}
+        if chunks:  # the prompt rows come after the sampling rows
+            num_sampling_rows = meta.logits_indices.shape[0]
+            prompt = {s.req_id: s.token_ids[: s.num_prompt_tokens] for s in states if s.prompt_logprobs is not None}
+            prompt_logprobs_dict = prompt_logprobs.record(chunks, logits[num_sampling_rows:], prompt)
+            logits = logits[:num_sampling_rows]
         sampled, logprobs = self._sample(out, states, num_scheduled, drafts, logits)
         for state, tokens in zip(states, sampled):
             state.token_ids.extend(tokens)
@@ -286,7 +313,8 @@ class ModelRunner:
                 else []
                 for s, tokens, r in zip(states, sampled, req_ids)
             ]
-        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled, spec, logprobs)
+        index = {r: i for i, r in enumerate(req_ids)}
+        return ModelRunnerOutput(req_ids, index, sampled, spec, logprobs, prompt_logprobs_dict)
 
     def _sample(
         self,
