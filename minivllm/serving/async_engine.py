@@ -62,6 +62,7 @@ class Delta:
     stop_reason: int | str | None = None  # with finish_reason "stop": the stop string or stop token id (vLLM's)
     error_status: int = 500  # the HTTP status of ``error``: 503 when the server is shutting down
     logprobs: list[dict[int, Logprob]] | None = None  # one per token of ``token_ids``, with SamplingParams.logprobs
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None  # the request's, in its first delta with tokens
 
 
 @dataclass
@@ -314,6 +315,7 @@ class AsyncEngine:
         completion = out.outputs[0]
         new_ids = completion.token_ids[stream.num_sent :]
         logprobs = None if completion.logprobs is None else completion.logprobs[stream.num_sent :]
+        prompt_logprobs = out.prompt_logprobs if stream.num_sent == 0 and new_ids else None
         stream.num_sent = len(completion.token_ids)
         if stream.stop_hold is None:
             drop = stopped_by_token(
@@ -335,6 +337,7 @@ class AsyncEngine:
             error,
             stop_reason,
             logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
         )
         stream.put(delta)
         if out.finished:

@@ -8,7 +8,9 @@ Mirrors vLLM 0.8.5's ``OpenAIServingCompletion._create_completion_logprobs`` and
 - completions: ``top_logprobs`` per token is ``{token: logprob}`` of the first k + 1 entries (the sampled
   token, then the top k; a repeated token string keeps one entry);
 - chat: ``top_logprobs`` lists the first k entries of the same dict (the sampled token first);
-- a log-probability is at least -9999.0 (OpenAI's stand-in for -inf, which JSON cannot carry).
+- a log-probability is at least -9999.0 (OpenAI's stand-in for -inf, which JSON cannot carry);
+- ``prompt_logprobs`` (vLLM's extra field): the list of ``RequestOutput.prompt_logprobs``, per choice for
+  completions, beside ``choices`` for chat.
 """
 
 from __future__ import annotations
@@ -61,3 +63,19 @@ def chat_logprobs(token_ids: list[int], logprobs: list[dict[int, Logprob]], k: i
         ]
         content.append(entry)
     return {"content": content}
+
+
+def prompt_logprobs_json(prompt_logprobs: list[dict[int, Logprob] | None] | None) -> list[Any] | None:
+    """``RequestOutput.prompt_logprobs`` as vLLM's server returns it (``clamp_prompt_logprobs``: -inf becomes
+    -9999.0): None first, then ``{token id: {logprob, rank, decoded_token}}`` per prompt token."""
+    if prompt_logprobs is None:
+        return None
+    return [
+        None
+        if position is None
+        else {
+            t: {"logprob": max(lp.logprob, FLOOR), "rank": lp.rank, "decoded_token": lp.decoded_token}
+            for t, lp in position.items()
+        }
+        for position in prompt_logprobs
+    ]

@@ -5,8 +5,9 @@ and the input checks of ``vllm/entrypoints/openai/serving_engine.py`` (``_valida
 fields minivllm serves, vLLM's extra fields (``top_k``, ``ignore_eos``, ``min_tokens``,
 ``stop_token_ids``, ``guided_choice``), and a 4xx naming the field for everything it does not serve
 (``n > 1``, ``best_of``, ``echo``, ``suffix``, penalties, ``logit_bias``, tools). ``logprobs`` (completions: an
-int k) and ``logprobs`` + ``top_logprobs`` (chat) become ``SamplingParams.logprobs``, checked against the
-engine's ``max_logprobs`` (``requested_logprobs``; vLLM's ``check_logprobs`` validators and its Processor).
+int k) and ``logprobs`` + ``top_logprobs`` (chat) become ``SamplingParams.logprobs``, vLLM's extra field
+``prompt_logprobs`` (not with ``stream``) ``SamplingParams.prompt_logprobs``; both are checked against the
+engine's ``max_logprobs`` (vLLM's ``check_logprobs`` validators and its Processor).
 Integer fields are strict (JSON ``true`` is not 1, ``2.0`` is not 2), numbers must be finite
 (Python's JSON parser reads ``NaN`` and ``Infinity``), text must be valid Unicode (no lone surrogates).
 Unknown fields are accepted and logged as ignored, as vLLM does (``OpenAIBaseModel``'s
@@ -110,6 +111,7 @@ class _SamplingFields(BaseModel):
     include_stop_str_in_output: StrictBool = False
     # vLLM 0.9+: prefix-cache blocks are shared only between requests with the same salt (tenants).
     cache_salt: Any = None
+    prompt_logprobs: StrictInt | None = None  # vLLM's extra field: the prompt tokens' logprobs, not streamed
 
     @model_validator(mode="before")
     @classmethod
@@ -299,9 +301,22 @@ def requested_logprobs(req: _SamplingFields, limits: Limits) -> int | None:
     else:
         field, k = "logprobs", getattr(req, "logprobs", None)
         wanted = k is not None
+    _check_range(field, k, limits)
+    return k if wanted else None
+
+
+def requested_prompt_logprobs(req: _SamplingFields, limits: Limits) -> int | None:
+    """SamplingParams.prompt_logprobs: in range, and not with ``stream`` (vLLM's ``check_logprobs``)."""
+    k = req.prompt_logprobs
+    if k is not None and req.stream:
+        raise APIError("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+    _check_range("prompt_logprobs", k, limits)
+    return k
+
+
+def _check_range(field: str, k: int | None, limits: Limits) -> None:
     if k is not None and not 0 <= k <= limits.max_logprobs:
         raise APIError(f"{field} must be in [0, {limits.max_logprobs}] (the server's max_logprobs), got {k}.", field)
-    return k if wanted else None
 
 
 def _max_tokens(req: _SamplingFields) -> tuple[str, int | None]:
@@ -344,6 +359,7 @@ def build_sampling_params(
         )
     kwargs: dict[str, Any] = dict(
         logprobs=requested_logprobs(req, limits),
+        prompt_logprobs=requested_prompt_logprobs(req, limits),
         max_tokens=max_tokens,
         ignore_eos=req.ignore_eos,
         min_tokens=req.min_tokens,

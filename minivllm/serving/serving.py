@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from minivllm.sequence import Logprob
 from minivllm.serving.admin_guard import AdminGuard, AdminLimits
 from minivllm.serving.async_engine import AsyncEngine, Delta
-from minivllm.serving.logprobs import chat_logprobs, completion_logprobs
+from minivllm.serving.logprobs import chat_logprobs, completion_logprobs, prompt_logprobs_json
 from minivllm.serving.protocol import (
     APIError,
     ChatCompletionRequest,
@@ -166,7 +166,7 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     alive, result = await _unless_disconnected(raw, _collect(first, stream))
     if not alive:
         return Response(status_code=499)
-    text, last, token_ids, logprobs = result
+    text, last, token_ids, logprobs, prompt_logprobs = result
     if last.error:
         raise APIError(last.error, status=last.error_status)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": last.finish_reason}
@@ -179,22 +179,28 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     choice["stop_reason"] = last.stop_reason  # vLLM's: the stop string or stop token id that ended it
     obj = "chat.completion" if chat else "text_completion"
     usage = _usage(len(ids), last.num_output_tokens)
-    return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage})
+    extra: dict[str, Any] = {}
+    if params.prompt_logprobs is not None:  # vLLM: in the choice for completions, beside the choices for chat
+        (extra if chat else choice)["prompt_logprobs"] = prompt_logprobs_json(prompt_logprobs)
+    return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage, **extra})
 
 
 async def _collect(
     first: Delta, stream: AsyncGenerator[Delta, None]
-) -> tuple[str, Delta, list[int], list[dict[int, Logprob]]]:
-    """(the whole text, the last delta, every token id, their logprobs: empty unless the request asked)."""
+) -> tuple[str, Delta, list[int], list[dict[int, Logprob]], list[dict[int, Logprob] | None] | None]:
+    """(the whole text, the last delta, every token id, their logprobs: empty unless the request asked, the
+    prompt's logprobs: None unless it asked)."""
     parts, last, ids, logprobs = [first.text], first, list(first.token_ids), list(first.logprobs or [])
+    prompt_logprobs = first.prompt_logprobs
     async with aclosing(stream):
         if not first.finished:
             async for delta in stream:
                 parts.append(delta.text)
                 ids += delta.token_ids
                 logprobs += delta.logprobs or []
+                prompt_logprobs = prompt_logprobs or delta.prompt_logprobs
                 last = delta
-    return "".join(parts), last, ids, logprobs
+    return "".join(parts), last, ids, logprobs, prompt_logprobs
 
 
 def _logprobs(

@@ -1,6 +1,7 @@
 """The OpenAI server's ``logprobs`` (completions: an int k) and ``logprobs`` + ``top_logprobs`` (chat), in the
-shapes vLLM 0.8.5's server returns, streamed and not; their numbers are the engine's (``CompletionOutput.logprobs``,
-checked against HF in tests/sample/test_logprobs.py). Out-of-range values are a 400 naming the field (§11.9)."""
+shapes vLLM 0.8.5's server returns, streamed and not, and vLLM's extra field ``prompt_logprobs`` (not streamed);
+their numbers are the engine's (``CompletionOutput.logprobs``, checked against HF in tests/sample/test_logprobs.py).
+Out-of-range values are a 400 naming the field (§11.9)."""
 
 from __future__ import annotations
 
@@ -104,12 +105,41 @@ def test_streamed_logprobs_equal_the_whole_answers(server, chat):
     wait_idle(url)
 
 
+@pytest.mark.parametrize("chat", [False, True])
+def test_prompt_logprobs_are_the_engines(server, offline, chat):
+    """vLLM's extra field ``prompt_logprobs``: per choice for completions, beside ``choices`` for chat."""
+    url = server.base_url
+    body = {"max_tokens": 2, "temperature": 0.0, "prompt_logprobs": 2}
+    body |= {"messages": CHAT} if chat else {"prompt": PROMPT}
+    resp = httpx.post(f"{url}/v1/{'chat/completions' if chat else 'completions'}", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text
+    answer = resp.json()
+    got = answer["prompt_logprobs"] if chat else answer["choices"][0]["prompt_logprobs"]
+    if chat:
+        assert "prompt_logprobs" not in answer["choices"][0]
+        assert got[0] is None and len(got) > 5  # the chat template's tokens count too
+        return
+    tok = offline.get_tokenizer()
+    ids = tok.encode(PROMPT)
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=2)
+    expected = offline.generate({"prompt_token_ids": ids}, params, use_tqdm=False)[0].prompt_logprobs
+    assert got[0] is None and expected is not None and len(got) == len(expected) == len(ids)
+    for position, reference in zip(got[1:], expected[1:]):
+        assert reference is not None and set(position) == {str(t) for t in reference}  # JSON keys are strings
+        for t, lp in reference.items():
+            entry = position[str(t)]
+            assert abs(entry["logprob"] - lp.logprob) < TOL
+            assert (entry["rank"], entry["decoded_token"]) == (lp.rank, lp.decoded_token)
+    wait_idle(url)
+
+
 BAD = [  # (endpoint, body, param, words)
     ("completions", {"prompt": "x", "logprobs": 21}, "logprobs", "logprobs must be in [0, 20]"),
     ("completions", {"prompt": "x", "logprobs": -1}, "logprobs", "logprobs must be in [0, 20]"),
     ("chat/completions", {"messages": CHAT, "logprobs": True, "top_logprobs": 21}, "top_logprobs", "[0, 20]"),
     ("chat/completions", {"messages": CHAT, "logprobs": True, "top_logprobs": -1}, "top_logprobs", "[0, 20]"),
     ("chat/completions", {"messages": CHAT, "top_logprobs": 2}, "top_logprobs", "`logprobs` must be set to true"),
+    ("completions", {"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs", "prompt_logprobs"),  # streamed: never
 ]
 
 
@@ -120,3 +150,12 @@ def test_out_of_range_logprobs_are_a_400_naming_the_field(server, endpoint, body
     err = resp.json()["error"]
     assert resp.status_code == 400 and err["param"] == param and err["type"] == "invalid_request_error"
     assert words in err["message"], err["message"]
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat/completions"])
+def test_prompt_logprobs_are_not_streamed(server, endpoint):
+    body = {"prompt": "x"} if endpoint == "completions" else {"messages": CHAT}
+    resp = httpx.post(f"{server.base_url}/v1/{endpoint}", json={**body, "prompt_logprobs": 1, "stream": True})
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["param"] == "prompt_logprobs"
+    assert err["message"] == "`prompt_logprobs` are not available when `stream=True`."
