@@ -29,12 +29,12 @@ from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sample.sampler import Sampler, apply_min_tokens, make_generator
 from minivllm.sampling_params import SamplingParams
 from minivllm.spec_decode.ngram_proposer import NgramProposer
-from minivllm.worker import prompt_logprobs
+from minivllm.worker import logprobs as prompt_logprobs
 from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
 from minivllm.worker.cuda_graphs import Capture, DecodeGraphs, capture_sizes, cuda_capture, graph_unsupported_reason
 from minivllm.worker.device_memory import CudaMemory, DeviceMemory, profile_memory
-from minivllm.worker.prompt_logprobs import PromptLogprobsTable
+from minivllm.worker.logprobs import PromptLogprobsTable, sampled_logprobs
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 R = TypeVar("R")
@@ -369,7 +369,9 @@ class ModelRunner:
                 sampled[i] = [token]
         if raw_logprobs is None:
             return sampled, None
-        return sampled, _logprobs_lists(raw_logprobs, want, states, sampled)
+        return sampled, sampled_logprobs(
+            raw_logprobs, [states[i].sampling_params.logprobs or 0 for i in want], want, len(states), sampled
+        )
 
     def _prepare_rows(
         self, rows: torch.Tensor, state: CachedRequestState, drafts: list[int], eos: int | None
@@ -388,21 +390,6 @@ def _mask_to(rows: torch.Tensor, allowed: list[int]) -> None:
     mask = torch.full_like(rows, float("-inf"))
     mask[:, allowed] = 0.0
     rows += mask
-
-
-def _logprobs_lists(
-    raw_logprobs: torch.Tensor, want: list[int], states: list[CachedRequestState], sampled: list[list[int]]
-) -> LogprobsLists:
-    """The sampled token and the top ``logprobs`` of each request in ``want`` (row ``j`` of ``raw_logprobs``),
-    as the step's LogprobsLists (one row per scheduled request; empty for the others)."""
-    ks = [states[i].sampling_params.logprobs or 0 for i in want]
-    tokens = torch.tensor([sampled[i][0] for i in want], device=raw_logprobs.device)
-    ids, values, ranks = Sampler.gather_logprobs(raw_logprobs, max(ks), tokens)
-    out = LogprobsLists([[] for _ in states], [[] for _ in states], [0] * len(states))
-    for i, k, row_ids, row_values, rank in zip(want, ks, ids.tolist(), values.tolist(), ranks.tolist()):
-        out.logprob_token_ids[i], out.logprobs[i] = row_ids[: 1 + k], row_values[: 1 + k]
-        out.sampled_token_ranks[i] = rank
-    return out
 
 
 def _attributed(req_id: str, prefix: str, fn: Callable[..., R], *args: object) -> R:

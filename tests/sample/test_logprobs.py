@@ -165,3 +165,29 @@ def test_logprobs_beyond_max_logprobs_are_refused_naming_the_range(smollm2, prom
     engine.add_request("b", prompts[0], SamplingParams(max_tokens=1, logprobs=4))
     with pytest.raises(ValueError, match="max_logprobs must be >= 0"):
         EngineConfig.from_kwargs(model=smollm2.hf_folder, max_logprobs=-1)
+
+
+def test_no_log_softmax_unless_a_request_asks(tiny, monkeypatch):
+    """The common path computes nothing for logprobs: Sampler.compute_logprobs is never called, and the
+    runner's output carries none."""
+    from minivllm.sample.sampler import Sampler
+
+    def refuse(logits: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("log_softmax computed although no request asked for logprobs")
+
+    monkeypatch.setattr(Sampler, "compute_logprobs", staticmethod(refuse))
+    config = EngineConfig.from_kwargs(model=tiny.hf_folder, device="cpu", num_gpu_blocks=64, max_model_len=128,
+                                      max_num_batched_tokens=16, max_num_seqs=4)  # fmt: skip
+    runner = ModelRunner(config, tiny)
+    outputs = []
+    real = runner.execute_model
+    monkeypatch.setattr(runner, "execute_model", lambda out: outputs.append(real(out)) or outputs[-1])
+    engine = LLMEngine(config, model_runner=runner)
+    for i in range(3):
+        params = SamplingParams(max_tokens=4, ignore_eos=True, **(GREEDY if i else SAMPLED))
+        engine.add_request(str(i), list(range(3, 30 + i)), params)
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert outputs and all(o.logprobs is None and not o.prompt_logprobs_dict for o in outputs)
+    completions = [engine.outputs[str(i)].outputs[0] for i in range(3)]
+    assert all(c.logprobs is None and c.finish_reason == "length" for c in completions)  # no step failed

@@ -1,6 +1,10 @@
-"""Prompt logprobs: the log-probability of every prompt token given the tokens before it, chunk by chunk (§11.6).
+"""The runner's log-probabilities (§11.6): of the sampled tokens, and of every prompt token, chunk by chunk.
 
-Mirrors ``GPUModelRunner._get_prompt_logprobs_dict`` (vLLM V1 0.8.5). A request with
+``sampled_logprobs``: the step's ``LogprobsLists`` from the raw log-softmax rows of the requests that asked
+(``SamplingParams.logprobs``; vLLM's ``Sampler.gather_logprobs`` with the batch's largest k, each row cut to
+its own k).
+
+Prompt logprobs mirror ``GPUModelRunner._get_prompt_logprobs_dict`` (vLLM V1 0.8.5). A request with
 ``SamplingParams(prompt_logprobs=k)`` needs logits at prompt positions ``0 .. P-2`` (position ``j`` predicts
 prompt token ``j + 1``), not only at the last scheduled token. Chunked prefill spreads them over steps: each
 chunk's positions are computed with the chunk (``plan``), written into the request's table (``record``), and
@@ -18,6 +22,21 @@ import torch
 
 from minivllm.core.output import LogprobsLists
 from minivllm.sample.sampler import Sampler
+
+
+def sampled_logprobs(
+    raw_logprobs: torch.Tensor, ks: list[int], rows: list[int], num_reqs: int, sampled: list[list[int]]
+) -> LogprobsLists:
+    """Row ``j`` of ``raw_logprobs`` belongs to request ``rows[j]``, which asked for ``ks[j]`` logprobs and
+    sampled ``sampled[rows[j]][0]``: its token and top k, as the step's LogprobsLists (one row per scheduled
+    request, empty for the others)."""
+    tokens = torch.tensor([sampled[i][0] for i in rows], device=raw_logprobs.device)
+    ids, values, ranks = Sampler.gather_logprobs(raw_logprobs, max(ks), tokens)
+    out = LogprobsLists([[] for _ in range(num_reqs)], [[] for _ in range(num_reqs)], [0] * num_reqs)
+    for i, k, row_ids, row_values, rank in zip(rows, ks, ids.tolist(), values.tolist(), ranks.tolist()):
+        out.logprob_token_ids[i], out.logprobs[i] = row_ids[: 1 + k], row_values[: 1 + k]
+        out.sampled_token_ranks[i] = rank
+    return out
 
 
 @dataclass
