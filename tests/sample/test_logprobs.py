@@ -80,6 +80,7 @@ def check_against_hf(out: CompletionOutput, expected: torch.Tensor, k: int, toke
     assert out.cumulative_logprob == pytest.approx(sum(p[t].logprob for t, p in zip(out.token_ids, out.logprobs)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["greedy", "sampled"])
 def test_logprobs_equal_hf_log_softmax(smollm2, hf, prompts, how):
     extra = GREEDY if how == "greedy" else SAMPLED
@@ -92,6 +93,7 @@ def test_logprobs_equal_hf_log_softmax(smollm2, hf, prompts, how):
                        for t, p in zip(out.token_ids, out.logprobs))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_logprobs_zero_gives_the_sampled_token_only(smollm2, hf, prompts):
     out = run(smollm2, [(prompts[0], SamplingParams(max_tokens=6, ignore_eos=True, logprobs=0, **SAMPLED))])[0]
     assert out.logprobs is not None and [list(p) for p in out.logprobs] == [[t] for t in out.token_ids]
@@ -101,6 +103,7 @@ def test_logprobs_zero_gives_the_sampled_token_only(smollm2, hf, prompts):
         assert int((row > row[token] + TOL).sum()) + 1 <= position[token].rank <= int((row >= row[token] - TOL).sum())
 
 
+@pytest.mark.slow
 def test_chunked_prefill_gives_the_same_logprobs(smollm2, prompts):
     params = SamplingParams(max_tokens=6, ignore_eos=True, logprobs=3, **GREEDY)
     whole = run(smollm2, [(p, params) for p in prompts], enable_chunked_prefill=False, max_num_batched_tokens=512)
@@ -115,6 +118,7 @@ def test_chunked_prefill_gives_the_same_logprobs(smollm2, prompts):
             )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["greedy", "sampled"])
 def test_a_request_with_logprobs_changes_no_tokens_in_its_batch(smollm2, prompts, how):
     extra = GREEDY if how == "greedy" else SAMPLED
@@ -133,6 +137,7 @@ def test_a_request_with_logprobs_changes_no_tokens_in_its_batch(smollm2, prompts
     assert [o.cumulative_logprob is None for o in with_logprobs] == [True, False, True, True]
 
 
+@pytest.mark.slow
 def test_logprobs_are_taken_before_min_tokens(smollm2, prompts):
     """min_tokens bans EOS from sampling, not from the logprobs: the raw model's distribution (vLLM V1)."""
     eos = smollm2.eos_token_id
@@ -143,6 +148,7 @@ def test_logprobs_are_taken_before_min_tokens(smollm2, prompts):
     assert all(math.isfinite(lp) for lp in banned)
 
 
+@pytest.mark.slow
 def test_speculative_decoding_skips_drafts_for_requests_with_logprobs(smollm2, prompts):
     repeat = smollm2.tokenizer.encode("one two three four one two three four one two three")
     params = SamplingParams(max_tokens=8, ignore_eos=True, logprobs=1, **GREEDY)
@@ -155,6 +161,7 @@ def test_speculative_decoding_skips_drafts_for_requests_with_logprobs(smollm2, p
         assert a.keys() == b.keys() or abs(sorted(a.values(), key=lambda x: x.logprob)[0].logprob) < TOL
 
 
+@pytest.mark.slow
 def test_logprobs_beyond_max_logprobs_are_refused_naming_the_range(smollm2, prompts):
     kwargs = dict(dtype="float32", device="cpu", num_gpu_blocks=16, max_model_len=128, max_logprobs=4)
     config = EngineConfig.from_kwargs(model=smollm2.hf_folder, **kwargs)

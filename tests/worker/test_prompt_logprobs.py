@@ -67,6 +67,7 @@ def check(out: RequestOutput, prompt: list[int], ref: torch.Tensor, tokenizer: A
             assert abs(lp.logprob - row[t].item()) < TOL and lp.decoded_token == tokenizer.convert_ids_to_tokens([t])[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [512, 16, 7])
 def test_prompt_logprobs_equal_hf_log_softmax_chunked_or_not(smollm2, hf, prompt, budget):
     p17 = prompt[:17]  # with budget 16: the first chunk ends just before the last prompt token
@@ -79,6 +80,7 @@ def test_prompt_logprobs_equal_hf_log_softmax_chunked_or_not(smollm2, hf, prompt
     check(outs[1], p17, ref[:16], smollm2.tokenizer)
 
 
+@pytest.mark.slow
 def test_prompt_logprobs_take_no_prefix_cache_hit_and_change_no_tokens(smollm2, prompt):
     plain = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
     asking = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True, prompt_logprobs=0, logprobs=0)
@@ -92,6 +94,7 @@ def test_prompt_logprobs_take_no_prefix_cache_hit_and_change_no_tokens(smollm2, 
     assert base[0].prompt_logprobs is None and mixed[0].prompt_logprobs is None
 
 
+@pytest.mark.slow
 def test_prompt_logprobs_beyond_max_logprobs_are_refused(smollm2, prompt):
     with pytest.raises(ValueError, match=r"prompt_logprobs must be in \[0, 2\] \(max_logprobs=2"):
         run(smollm2, [(prompt, SamplingParams(prompt_logprobs=3))], max_logprobs=2)
