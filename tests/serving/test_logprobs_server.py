@@ -159,3 +159,32 @@ def test_prompt_logprobs_are_not_streamed(server, endpoint):
     err = resp.json()["error"]
     assert resp.status_code == 400 and err["param"] == "prompt_logprobs"
     assert err["message"] == "`prompt_logprobs` are not available when `stream=True`."
+
+
+def test_the_openai_client_reads_them_and_they_equal_hf(server, tiny_qwen2):
+    """The official client parses both shapes; the numbers equal HF's log-softmax of the tiny model (fp32)."""
+    openai = pytest.importorskip("openai")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_qwen2)
+    hf = AutoModelForCausalLM.from_pretrained(tiny_qwen2, dtype=torch.float32).eval()
+    with openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="EMPTY", max_retries=0, timeout=60) as client:
+        model = client.models.list().data[0].id
+        extra = {"ignore_eos": True}
+        completion = client.completions.create(
+            model=model, prompt=PROMPT, max_tokens=5, temperature=0.0, logprobs=2, extra_body=extra
+        ).choices[0]
+        chat = client.chat.completions.create(
+            model=model, messages=CHAT, max_tokens=3, temperature=0.0, logprobs=True, top_logprobs=2, extra_body=extra
+        ).choices[0]
+    assert completion.logprobs is not None and chat.logprobs is not None and chat.logprobs.content is not None
+    ids = tok.convert_tokens_to_ids(completion.logprobs.tokens)
+    prompt = tok.encode(PROMPT)
+    with torch.inference_mode():
+        ref = hf(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1 : -1].float().log_softmax(dim=-1)
+    for token_id, got, top, row in zip(ids, completion.logprobs.token_logprobs, completion.logprobs.top_logprobs, ref):
+        assert got is not None and abs(got - row[token_id].item()) < 1e-4
+        assert top is not None and all(abs(v - row[tok.convert_tokens_to_ids(t)].item()) < 1e-4 for t, v in top.items())
+    assert [len(entry.top_logprobs) for entry in chat.logprobs.content] == [2, 2, 2]
+    wait_idle(server.base_url)
