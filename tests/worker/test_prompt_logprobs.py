@@ -118,3 +118,32 @@ def test_the_fake_runner_reports_its_point_mass():
     assert completion.logprobs is not None and completion.cumulative_logprob == 0.0
     pairs = list(zip(completion.token_ids, completion.logprobs))
     assert all(list(p) == [t] and p[t].rank == 1 and p[t].logprob == 0.0 for t, p in pairs)
+
+
+def test_preemption_and_recompute_give_the_same_prompt_logprobs(tiny):
+    """A tiny KV pool preempts requests mid-prompt and after it; recomputing rewrites the same rows, and a
+    table already sent is not sent again (each request's prompt_logprobs are those of a roomy run)."""
+
+    def outputs(**kwargs: Any) -> tuple[list[RequestOutput], int]:
+        config = EngineConfig.from_kwargs(model=tiny.hf_folder, device="cpu", max_model_len=128,
+                                          max_num_seqs=4, **kwargs)  # fmt: skip
+        engine = LLMEngine(config, model_runner=ModelRunner(config, tiny))
+        for i in range(4):
+            params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True, prompt_logprobs=2, logprobs=1)
+            engine.add_request(str(i), [3 + (7 * i + j) % 200 for j in range(40 + 5 * i)], params)
+        while engine.has_unfinished_requests():
+            engine.step()
+        preempted = sum(len(s.preempted) for s in engine.trace.steps)
+        return [engine.outputs[str(i)] for i in range(4)], preempted
+
+    roomy, none = outputs(num_gpu_blocks=64, max_num_batched_tokens=64)
+    tight, preempted = outputs(num_gpu_blocks=12, block_size=16, max_num_batched_tokens=24)
+    assert none == 0 and preempted > 0
+    for a, b in zip(roomy, tight):
+        assert a.outputs[0].token_ids == b.outputs[0].token_ids
+        assert a.prompt_logprobs is not None and b.prompt_logprobs is not None
+        assert len(a.prompt_logprobs) == len(b.prompt_logprobs) == len(a.prompt_token_ids)
+        for pa, pb in zip(a.prompt_logprobs[1:], b.prompt_logprobs[1:]):
+            assert pa is not None and pb is not None
+            assert sorted(x.logprob for x in pa.values()) == pytest.approx(sorted(x.logprob for x in pb.values()),
+                                                                           abs=TOL)  # fmt: skip
