@@ -173,6 +173,7 @@ class ModelConfig:
     attention_backend: str = "auto"  # auto | torch | triton | flash_attn
     cpu_gemm: str = "auto"  # auto | onednn | torch: how linear layers run on a CPU (model/cpu_gemm.py)
     seed: int = 0
+    max_logprobs: int = 20  # vLLM's: the most log-probabilities a request may ask for (SamplingParams.logprobs)
     # CUDA graphs for pure-decode steps (worker/cuda_graphs.py) unless True. vLLM's flag; its default is False
     # (graphs on). minivllm keeps True (eager) until a GPU run has compared graph and eager tokens.
     enforce_eager: bool = True
@@ -189,6 +190,7 @@ class ModelConfig:
         if not isinstance(self.cpu_gemm, str) or self.cpu_gemm not in CPU_GEMMS:
             raise ValueError(f"cpu_gemm must be one of {CPU_GEMMS}, got {self.cpu_gemm!r}")
         _check_int("seed", self.seed, SEED_MIN, SEED_MAX)
+        _check_int("max_logprobs", self.max_logprobs, 0)
         _check_bool("enforce_eager", self.enforce_eager)
 
 

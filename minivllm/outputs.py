@@ -15,17 +15,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minivllm.sequence import PromptLogprobs, SampleLogprobs
+
 
 @dataclass
 class CompletionOutput:
-    """One generated sequence (``vllm.outputs.CompletionOutput``). ``logprobs`` and ``cumulative_logprob``
-    stay None: minivllm does not compute log-probabilities (``SamplingParams(logprobs=...)`` is refused)."""
+    """One generated sequence (``vllm.outputs.CompletionOutput``). With ``SamplingParams(logprobs=k)``,
+    ``logprobs`` holds one ``{token id: Logprob}`` per generated token (the sampled token and the top k, from
+    the model's raw logits: ``minivllm.engine.logprobs``) and ``cumulative_logprob`` their sampled tokens'
+    sum; both None otherwise, as in vLLM."""
 
     index: int
     text: str
     token_ids: list[int] = field(default_factory=list)
     cumulative_logprob: float | None = None
-    logprobs: None = None
+    logprobs: SampleLogprobs | None = None
     finish_reason: str | None = None  # "stop" | "length" | "abort"
     stop_reason: int | str | None = None  # the stop token id that ended it (or an abort's reason)
 
@@ -53,7 +57,9 @@ class RequestOutput:
     request_id: str
     prompt: str | None
     prompt_token_ids: list[int]
-    prompt_logprobs: None
+    # SamplingParams(prompt_logprobs=k): None for the first prompt token, then {token id: Logprob} per prompt
+    # token (it and the top k), filled when the prompt is done (with the first output token); None otherwise.
+    prompt_logprobs: PromptLogprobs | None
     outputs: list[CompletionOutput]
     finished: bool
     metrics: RequestMetrics | None = None

@@ -94,8 +94,6 @@ UNSUPPORTED_FIELDS: tuple[tuple[str, Any, str], ...] = (
     ("repetition_penalty", lambda v: v == 1, "is not supported (must be 1.0)"),
     ("min_p", lambda v: v == 0, "is not supported (must be 0.0)"),
     ("bad_words", lambda v: not v, "is not supported"),
-    ("logprobs", lambda v: v is None, "is not supported (minivllm returns no log-probabilities)"),
-    ("prompt_logprobs", lambda v: v is None, "is not supported (minivllm returns no log-probabilities)"),
     ("detokenize", lambda v: v is True, "must be True: finished outputs are always detokenized"),
     ("skip_special_tokens", lambda v: v is True, "must be True: special tokens are always left out of the text"),
     ("spaces_between_special_tokens", lambda v: v is True, "must be True"),
@@ -114,6 +112,9 @@ class SamplingParams:
     (None or an integer in [-2**63, 2**64 - 1], what ``torch.Generator.manual_seed`` takes) gives the
     request its own generator, so its samples do not depend on what else is in the batch.
     ``guided_choice``: at most 1,024 non-empty strings, 64 KiB of UTF-8 text in all.
+    ``logprobs``: None, or k >= 0: each generated token's log-probability and the top k
+    (``CompletionOutput.logprobs``; 0: the sampled token's only), at most the engine's ``max_logprobs``.
+    ``prompt_logprobs``: the same for every prompt token after the first (``RequestOutput.prompt_logprobs``).
     """
 
     max_tokens: int = 16
@@ -202,6 +203,12 @@ class SamplingParams:
             self.guided_choice = _choice_list(self.guided_choice)
             if self.ignore_eos:
                 raise ValueError("guided_choice ends the output with EOS, so ignore_eos must be False.")
+        for name in ("logprobs", "prompt_logprobs"):  # the upper bound is the engine's max_logprobs (add_request)
+            if (value := getattr(self, name)) is not None:
+                value = _as_int(name, value, "(None, or 0 or more)")
+                if value < 0:
+                    raise ValueError(f"{name} must be None or non-negative, got {value}.")
+                setattr(self, name, value)
         self.min_tokens = _as_int("min_tokens", self.min_tokens, "(greater than or equal to 0)")
         if self.min_tokens < 0:
             raise ValueError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")

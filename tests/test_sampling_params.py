@@ -130,8 +130,11 @@ def test_vllms_other_fields_are_understood_at_their_defaults():
         ({"min_p": 0.05}, "min_p is not supported"),
         ({"stop": [""]}, "stop must be a string or a list of non-empty strings, got ['']."),
         ({"stop": 5}, "stop must be a string or a list of non-empty strings"),
-        ({"logprobs": 1}, "logprobs is not supported"),
-        ({"prompt_logprobs": 0}, "prompt_logprobs is not supported"),
+        ({"logprobs": -1}, "logprobs must be None or non-negative, got -1."),
+        ({"logprobs": 1.5}, "logprobs must be an integer (None, or 0 or more), got 1.5."),
+        ({"logprobs": True}, "logprobs must be an integer"),
+        ({"prompt_logprobs": -2}, "prompt_logprobs must be None or non-negative, got -2."),
+        ({"prompt_logprobs": "3"}, "prompt_logprobs must be an integer"),
         ({"detokenize": False}, "detokenize must be True"),
         ({"skip_special_tokens": False}, "skip_special_tokens must be True"),
         ({"include_stop_str_in_output": "yes"}, "include_stop_str_in_output must be True or False"),
@@ -143,3 +146,10 @@ def test_vllm_fields_minivllm_does_not_implement_are_refused_by_name(kwargs, mes
     with pytest.raises(ValueError) as e:
         SamplingParams(**kwargs)
     assert str(e.value).startswith(next(iter(kwargs))) and message in str(e.value)
+
+
+def test_logprobs_are_none_or_a_count_of_top_tokens():
+    """vLLM's ``logprobs``: None, or k >= 0 (0: the sampled token only); the upper bound is the engine's
+    ``max_logprobs`` (checked at ``add_request``: tests/sample/test_logprobs.py)."""
+    assert [SamplingParams(logprobs=k).logprobs for k in (None, 0, 5, 1000)] == [None, 0, 5, 1000]
+    assert [SamplingParams(prompt_logprobs=k).prompt_logprobs for k in (None, 0, 5)] == [None, 0, 5]

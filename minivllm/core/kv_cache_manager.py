@@ -88,6 +88,8 @@ class KVCacheManager:
         stats = self.prefix_cache_stats
         if stats is not None:
             stats.requests += 1
+        if request.sampling_params.prompt_logprobs is not None:  # every prompt position's logits are needed (vLLM)
+            return [], 0
 
         searchable = block_hashes
         if len(block_hashes) * self.block_size == request.num_tokens:

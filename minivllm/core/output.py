@@ -68,17 +68,39 @@ class SchedulerOutput:
 
 
 @dataclass
+class LogprobsLists:
+    """The log-probabilities of one step's sampled tokens, one row per scheduled request (``req_id_to_index``),
+    as ``vllm/v1/outputs.py``'s ``LogprobsLists``. Row ``i``: ``logprob_token_ids[i]`` = the sampled token,
+    then the top ``logprobs`` ids; ``logprobs[i]`` their log-probabilities; ``sampled_token_ranks[i]`` the sampled
+    token's rank (1-based). A request that asked for none, or sampled nothing this step, has an empty row."""
+
+    logprob_token_ids: list[list[int]]
+    logprobs: list[list[float]]
+    sampled_token_ranks: list[int]
+
+    def slice(self, start: int, end: int) -> LogprobsLists:
+        return LogprobsLists(
+            self.logprob_token_ids[start:end], self.logprobs[start:end], self.sampled_token_ranks[start:end]
+        )
+
+
+@dataclass
 class ModelRunnerOutput:
     """Per scheduled request: the sampled tokens (empty while its prompt is unfinished).
 
     With speculative decoding a request may get several tokens (accepted drafts
     plus one bonus token); ``spec_token_ids`` are new drafts for the next step.
+    ``logprobs``: None unless a request of the step asked for log-probabilities (``SamplingParams.logprobs``).
     """
 
     req_ids: list[str]
     req_id_to_index: dict[str, int]
     sampled_token_ids: list[list[int]]
     spec_token_ids: list[list[int]] | None = None
+    logprobs: LogprobsLists | None = None
+    # Requests whose prompt finished this step with SamplingParams.prompt_logprobs: one row per prompt token
+    # after the first (vLLM's ``prompt_logprobs_dict``).
+    prompt_logprobs_dict: dict[str, LogprobsLists] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,6 +111,8 @@ class EngineCoreOutput:
     new_token_ids: list[int]
     finish_reason: str | None = None  # "stop" | "length" | "abort"
     stop_reason: int | str | None = None
+    new_logprobs: LogprobsLists | None = None  # one row per new token, for requests with logprobs
+    new_prompt_logprobs: LogprobsLists | None = None  # the whole prompt's, with the first token (prompt_logprobs)
 
     @property
     def finished(self) -> bool:

@@ -420,7 +420,15 @@ class Scheduler:
                     self._free_request(request)
                     break
             if generated:
-                outputs.append(EngineCoreOutput(req_id, generated, request.get_finished_reason(), request.stop_reason))
+                new_logprobs = None
+                if runner_output.logprobs is not None and request.sampling_params.logprobs is not None:
+                    index = runner_output.req_id_to_index[req_id]  # its row (vLLM: one token per step)
+                    new_logprobs = runner_output.logprobs.slice(index, index + 1)
+                reason = request.get_finished_reason()
+                prompt_logprobs = runner_output.prompt_logprobs_dict.get(req_id)
+                outputs.append(
+                    EngineCoreOutput(req_id, generated, reason, request.stop_reason, new_logprobs, prompt_logprobs)
+                )
             if not stopped:
                 new_running.append(request)
         self.running = new_running

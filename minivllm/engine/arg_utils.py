@@ -53,6 +53,8 @@ HELP = {  # field -> what its flag means; where the default is None, what None m
     "attention_backend": "auto, torch, triton or flash_attn (auto: $MINIVLLM_ATTENTION_BACKEND, else by device)",
     "cpu_gemm": "how linear layers run on a CPU: auto, onednn or torch (model/cpu_gemm.py)",
     "seed": "seed of the engine's default sampling generator",
+    "max_logprobs": "the most log-probabilities one request may ask for (SamplingParams.logprobs, the server's "
+    "logprobs / top_logprobs)",
     "enforce_eager": "run every step eagerly; --no-enforce-eager captures CUDA graphs of the pure-decode steps "
     "(batch sizes 1, 2, 4, 8, 16, ... up to max_num_seqs; CUDA and the triton backend only, else eager with a "
     "warning). vLLM's default is graphs; here eager until a GPU has compared their tokens",

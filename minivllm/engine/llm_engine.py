@@ -124,6 +124,12 @@ class LLMEngine:
                     f"stop_token_ids of request {request_id!r}: token id {bad[0]!r} is out of range; "
                     f"allowed 0..{self.vocab_size - 1}."
                 )
+        max_logprobs = self.config.model_config.max_logprobs
+        for name in ("logprobs", "prompt_logprobs"):  # vLLM's Processor._validate_logprobs
+            if (k := getattr(params, name)) is not None and k > max_logprobs:
+                raise ValueError(
+                    f"{name} must be in [0, {max_logprobs}] (max_logprobs={max_logprobs}, the engine's limit), got {k}."
+                )
         if params.stop and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer; this engine has none: use stop_token_ids.")
         if params.guided_choice is not None and grammar is None:

@@ -2,9 +2,10 @@
 
 Mirrors ``vllm/v1/engine/output_processor.py`` (``OutputProcessor.process_outputs``, its ``RequestState``
 and ``OutputProcessorOutput``): it holds every request's :class:`RequestOutput`, appends the step's new
-tokens, detokenizes, checks stop strings (``minivllm.engine.stop_strings``), fills the request's metrics
-and marks finishes. It never touches the Scheduler: a request a stop string ended is returned in
-``reqs_to_abort`` and the engine finishes it through ``Scheduler.finish_requests``, as vLLM's engine does.
+tokens and their logprobs (``minivllm.engine.logprobs``), detokenizes, checks stop strings
+(``minivllm.engine.stop_strings``), fills the request's metrics and marks finishes. It never touches the
+Scheduler: a request a stop string ended is returned in ``reqs_to_abort`` and the engine finishes it through
+``Scheduler.finish_requests``, as vLLM's engine does.
 
 Deviations: vLLM's metrics live in ``IterationStats``; here the times are the step's, on the engine's clock.
 Requests with stop strings are decoded incrementally after every step (as vLLM's detokenizer does); the
@@ -20,6 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from minivllm.engine.detokenizer import IncrementalDetokenizer
+from minivllm.engine.logprobs import LogprobsProcessor, logprob_dicts
 from minivllm.engine.stop_strings import StopStringChecker, checker_for
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
@@ -43,6 +45,8 @@ class RequestState:
     num_cached_tokens: int = 0  # prefix-cache hit tokens at that admission
     first_token_time: float | None = None
     last_token_time: float | None = None
+    logprobs_processor: LogprobsProcessor | None = None  # only for requests with SamplingParams.logprobs
+    num_prompt_logprobs: int | None = None  # SamplingParams.prompt_logprobs
 
 
 @dataclass
@@ -74,6 +78,13 @@ class OutputProcessor:
         state = RequestState(output, checker_for(params), params.include_stop_str_in_output)
         if state.stop_checker is not None:
             state.detokenizer = IncrementalDetokenizer(self.tokenizer)
+        state.num_prompt_logprobs = params.prompt_logprobs
+        if params.prompt_logprobs is not None:
+            output.prompt_logprobs = [None]  # nothing predicts the first prompt token; the rest come with the first
+        if params.logprobs is not None:
+            state.logprobs_processor = LogprobsProcessor.new(self.tokenizer, params.logprobs)
+            output.outputs[0].logprobs = state.logprobs_processor.logprobs  # the same list, filled step by step
+            output.outputs[0].cumulative_logprob = 0.0
         self.request_states[request_id] = state
         self._outputs[request_id] = output
 
@@ -100,6 +111,12 @@ class OutputProcessor:
             state = self.request_states[o.request_id]
             ro = state.output
             ro.outputs[0].token_ids.extend(o.new_token_ids)
+            if o.new_prompt_logprobs is not None and state.num_prompt_logprobs is not None:
+                lists, k = o.new_prompt_logprobs, state.num_prompt_logprobs
+                ro.prompt_logprobs = [None, *logprob_dicts(lists, self.tokenizer, k)]
+            if state.logprobs_processor is not None and o.new_logprobs is not None:
+                state.logprobs_processor.update(o.new_logprobs)
+                ro.outputs[0].cumulative_logprob = state.logprobs_processor.cumulative_logprob
             if o.new_token_ids:
                 state.last_token_time = end
                 if state.first_token_time is None:

@@ -6,6 +6,11 @@ argmax; the others are divided by their temperature, cut by top-k then top-p, an
 with a seed draws its noise from its own ``torch.Generator``, so its tokens do not depend on which
 other requests share the batch (§11.6: the flat batch mixes requests freely). ``apply_min_tokens``
 is vLLM's min-tokens logits processor: EOS and stop ids are banned until enough tokens exist.
+
+Log-probabilities (``SamplingParams.logprobs``): ``compute_logprobs`` / ``gather_logprobs`` are vLLM V1's
+(0.8.5). As there, they are taken from the model's raw logits, before min_tokens, temperature, top-k and top-p
+(after a guided request's grammar mask, which vLLM applies to the logits before its sampler): the model's own
+distribution, not the one sampled from (vLLM V0 used the processed one). Nothing is computed unless a request asks.
 """
 
 from __future__ import annotations
@@ -129,6 +134,22 @@ class Sampler:
         top_k = torch.tensor(ks, dtype=torch.int64, device=device) if any(k < vocab for k in ks) else None
         top_p = torch.tensor(ps, dtype=torch.float32, device=device) if any(p < 1.0 for p in ps) else None
         return top_k, top_p
+
+    @staticmethod
+    def compute_logprobs(logits: Tensor) -> Tensor:
+        """fp32 log-softmax over the vocabulary, row by row (vLLM's ``Sampler.compute_logprobs``)."""
+        return logits.log_softmax(dim=-1, dtype=torch.float32)
+
+    @staticmethod
+    def gather_logprobs(logprobs: Tensor, num_logprobs: int, token_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(ids [N, 1 + num_logprobs], logprobs [N, 1 + num_logprobs], ranks [N]): column 0 is ``token_ids``
+        (the sampled tokens), then the ``num_logprobs`` most likely tokens; a rank counts the tokens at least as
+        likely as the sampled one, so the argmax has rank 1 (vLLM's ``Sampler.gather_logprobs``)."""
+        top_logprobs, top_ids = torch.topk(logprobs, num_logprobs, dim=-1)
+        token_ids = token_ids.long().unsqueeze(-1)
+        token_logprobs = logprobs.gather(-1, token_ids)
+        ranks = (logprobs >= token_logprobs).sum(-1)
+        return torch.cat((token_ids, top_ids), dim=1), torch.cat((token_logprobs, top_logprobs), dim=1), ranks
 
     @staticmethod
     def random_sample(probs: Tensor, generators: Sequence[torch.Generator | None]) -> Tensor:

@@ -36,6 +36,7 @@ from minivllm.engine.output_processor import stopped_by_token
 from minivllm.engine.stop_strings import hold_back
 from minivllm.outputs import RequestOutput
 from minivllm.sampling_params import SamplingParams
+from minivllm.sequence import Logprob
 from minivllm.serving.state_snapshot import StateSnapshots
 
 logger = logging.getLogger("minivllm.entrypoints")
@@ -60,6 +61,8 @@ class Delta:
     error: str | None = None
     stop_reason: int | str | None = None  # with finish_reason "stop": the stop string or stop token id (vLLM's)
     error_status: int = 500  # the HTTP status of ``error``: 503 when the server is shutting down
+    logprobs: list[dict[int, Logprob]] | None = None  # one per token of ``token_ids``, with SamplingParams.logprobs
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None  # the request's, in its first delta with tokens
 
 
 @dataclass
@@ -311,6 +314,8 @@ class AsyncEngine:
             return
         completion = out.outputs[0]
         new_ids = completion.token_ids[stream.num_sent :]
+        logprobs = None if completion.logprobs is None else completion.logprobs[stream.num_sent :]
+        prompt_logprobs = out.prompt_logprobs if stream.num_sent == 0 and new_ids else None
         stream.num_sent = len(completion.token_ids)
         if stream.stop_hold is None:
             drop = stopped_by_token(
@@ -323,7 +328,17 @@ class AsyncEngine:
         reason = completion.stop_reason
         error = reason if completion.finish_reason == "abort" and isinstance(reason, str) else None
         stop_reason = reason if completion.finish_reason == "stop" else None
-        delta = Delta(text, new_ids, stream.num_sent, out.finished, completion.finish_reason, error, stop_reason)
+        delta = Delta(
+            text,
+            new_ids,
+            stream.num_sent,
+            out.finished,
+            completion.finish_reason,
+            error,
+            stop_reason,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
+        )
         stream.put(delta)
         if out.finished:
             stream.ended = True

@@ -4,8 +4,11 @@ Mirrors ``vllm/entrypoints/openai/protocol.py`` (CompletionRequest, ChatCompleti
 and the input checks of ``vllm/entrypoints/openai/serving_engine.py`` (``_validate_input``): the
 fields minivllm serves, vLLM's extra fields (``top_k``, ``ignore_eos``, ``min_tokens``,
 ``stop_token_ids``, ``guided_choice``), and a 4xx naming the field for everything it does not serve
-(``n > 1``, ``best_of``, ``logprobs``, ``echo``, ``suffix``, penalties, ``logit_bias``,
-tools). Integer fields are strict (JSON ``true`` is not 1, ``2.0`` is not 2), numbers must be finite
+(``n > 1``, ``best_of``, ``echo``, ``suffix``, penalties, ``logit_bias``, tools). ``logprobs`` (completions: an
+int k) and ``logprobs`` + ``top_logprobs`` (chat) become ``SamplingParams.logprobs``, vLLM's extra field
+``prompt_logprobs`` (not with ``stream``) ``SamplingParams.prompt_logprobs``; both are checked against the
+engine's ``max_logprobs`` (vLLM's ``check_logprobs`` validators and its Processor).
+Integer fields are strict (JSON ``true`` is not 1, ``2.0`` is not 2), numbers must be finite
 (Python's JSON parser reads ``NaN`` and ``Infinity``), text must be valid Unicode (no lone surrogates).
 Unknown fields are accepted and logged as ignored, as vLLM does (``OpenAIBaseModel``'s
 ``__log_extra_fields__``). ``install_error_handlers`` makes every error an OpenAI error body, as
@@ -108,6 +111,7 @@ class _SamplingFields(BaseModel):
     include_stop_str_in_output: StrictBool = False
     # vLLM 0.9+: prefix-cache blocks are shared only between requests with the same salt (tenants).
     cache_salt: Any = None
+    prompt_logprobs: StrictInt | None = None  # vLLM's extra field: the prompt tokens' logprobs, not streamed
 
     @model_validator(mode="before")
     @classmethod
@@ -234,8 +238,6 @@ class ChatCompletionRequest(_SamplingFields):
 UNSUPPORTED = {  # field -> (is it set to something minivllm cannot do?, why)
     "n": (lambda v: v != 1, "n must be 1: minivllm returns one completion per request"),
     "best_of": (lambda v: v not in (None, 1), "best_of is not supported"),
-    "logprobs": (lambda v: v not in (None, False), "logprobs are not supported"),
-    "top_logprobs": (lambda v: v is not None, "top_logprobs are not supported"),
     "echo": (lambda v: v, "echo is not supported"),
     "suffix": (lambda v: v is not None, "suffix is not supported"),
     "presence_penalty": (lambda v: v != 0.0, "presence_penalty is not supported (must be 0)"),
@@ -278,10 +280,43 @@ def completion_prompt(req: CompletionRequest, tokenizer: Any) -> tuple[list[int]
 
 @dataclass
 class Limits:
-    """What the served model allows: max_model_len and the vocabulary size."""
+    """What the served model allows: max_model_len, the vocabulary size, the most logprobs per token."""
 
     max_model_len: int
     vocab_size: int | None
+    max_logprobs: int = 20  # the engine's ModelConfig.max_logprobs
+
+
+def requested_logprobs(req: _SamplingFields, limits: Limits) -> int | None:
+    """SamplingParams.logprobs for the request, or an APIError naming the field and its range.
+
+    Completions: ``logprobs`` is k. Chat: ``logprobs: true`` asks for them, ``top_logprobs`` (default 0) is k;
+    ``top_logprobs`` > 0 without ``logprobs`` is an error, as in vLLM and OpenAI."""
+    if isinstance(req, ChatCompletionRequest):
+        field, k = "top_logprobs", req.top_logprobs
+        if k is not None and k > 0 and not req.logprobs:
+            raise APIError("when using `top_logprobs`, `logprobs` must be set to true.", field)
+        wanted = req.logprobs
+        k = k or 0
+    else:
+        field, k = "logprobs", getattr(req, "logprobs", None)
+        wanted = k is not None
+    _check_range(field, k, limits)
+    return k if wanted else None
+
+
+def requested_prompt_logprobs(req: _SamplingFields, limits: Limits) -> int | None:
+    """SamplingParams.prompt_logprobs: in range, and not with ``stream`` (vLLM's ``check_logprobs``)."""
+    k = req.prompt_logprobs
+    if k is not None and req.stream:
+        raise APIError("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+    _check_range("prompt_logprobs", k, limits)
+    return k
+
+
+def _check_range(field: str, k: int | None, limits: Limits) -> None:
+    if k is not None and not 0 <= k <= limits.max_logprobs:
+        raise APIError(f"{field} must be in [0, {limits.max_logprobs}] (the server's max_logprobs), got {k}.", field)
 
 
 def _max_tokens(req: _SamplingFields) -> tuple[str, int | None]:
@@ -323,6 +358,8 @@ def build_sampling_params(
             field,
         )
     kwargs: dict[str, Any] = dict(
+        logprobs=requested_logprobs(req, limits),
+        prompt_logprobs=requested_prompt_logprobs(req, limits),
         max_tokens=max_tokens,
         ignore_eos=req.ignore_eos,
         min_tokens=req.min_tokens,

@@ -64,7 +64,7 @@ def build_app(
             "build_app needs a resolved SchedulerConfig: max_model_len, max_num_batched_tokens and max_num_seqs "
             f"must be set (got {max_model_len}, {budget}, {max_num_seqs})."
         )
-    limits = Limits(max_model_len, llm.vocab_size)
+    limits = Limits(max_model_len, llm.vocab_size, llm.config.model_config.max_logprobs)
     caps = model_caps(caps or RequestCaps(), llm.tokenizer, max_model_len)
     admin_limits = AdminLimits.from_start(budget, max_num_seqs, max_model_len)
     state = ServerState(

@@ -3,7 +3,8 @@
 Mirrors ``vllm/entrypoints/openai/serving_completion.py`` and ``serving_chat.py``: one request id
 per call (``cmpl-…`` / ``chatcmpl-…``), one SSE chunk per engine step that gave the request tokens
 (``data: {json}\\n\\n``; text may be "" while a UTF-8 character is half done; the last chunk carries
-``finish_reason``), an optional usage chunk (``stream_options.include_usage``), then ``data: [DONE]``.
+``finish_reason``; with ``logprobs``, each chunk carries its tokens' logprobs: minivllm.serving.logprobs),
+an optional usage chunk (``stream_options.include_usage``), then ``data: [DONE]``.
 A client that goes away has its request aborted, streaming or not (vLLM's ``with_cancellation``).
 """
 
@@ -13,7 +14,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +22,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from minivllm.sequence import Logprob
 from minivllm.serving.admin_guard import AdminGuard, AdminLimits
 from minivllm.serving.async_engine import AsyncEngine, Delta
+from minivllm.serving.logprobs import chat_logprobs, completion_logprobs, prompt_logprobs_json
 from minivllm.serving.protocol import (
     APIError,
     ChatCompletionRequest,
@@ -158,15 +161,17 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     base = {"id": request_id, "created": int(time.time()), "model": state.model_name}
     if req.stream:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        body = _sse(base, chat, first, stream, len(ids), include_usage)
+        body = _sse(base, chat, first, stream, len(ids), include_usage, _stream_logprobs(state, chat, params.logprobs))
         return StreamingResponse(body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     alive, result = await _unless_disconnected(raw, _collect(first, stream))
     if not alive:
         return Response(status_code=499)
-    text, last = result
+    text, last, token_ids, logprobs, prompt_logprobs = result
     if last.error:
         raise APIError(last.error, status=last.error_status)
     choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": last.finish_reason}
+    if params.logprobs is not None:
+        choice["logprobs"] = _logprobs(state, chat, params.logprobs, token_ids, logprobs, 0)
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
     else:
@@ -174,27 +179,55 @@ async def serve(state: ServerState, raw: Request, req: CompletionRequest | ChatC
     choice["stop_reason"] = last.stop_reason  # vLLM's: the stop string or stop token id that ended it
     obj = "chat.completion" if chat else "text_completion"
     usage = _usage(len(ids), last.num_output_tokens)
-    return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage})
+    extra: dict[str, Any] = {}
+    if params.prompt_logprobs is not None:  # vLLM: in the choice for completions, beside the choices for chat
+        (extra if chat else choice)["prompt_logprobs"] = prompt_logprobs_json(prompt_logprobs)
+    return JSONResponse({**base, "object": obj, "choices": [choice], "usage": usage, **extra})
 
 
-async def _collect(first: Delta, stream: AsyncGenerator[Delta, None]) -> tuple[str, Delta]:
-    parts, last = [first.text], first
+async def _collect(
+    first: Delta, stream: AsyncGenerator[Delta, None]
+) -> tuple[str, Delta, list[int], list[dict[int, Logprob]], list[dict[int, Logprob] | None] | None]:
+    """(the whole text, the last delta, every token id, their logprobs: empty unless the request asked, the
+    prompt's logprobs: None unless it asked)."""
+    parts, last, ids, logprobs = [first.text], first, list(first.token_ids), list(first.logprobs or [])
+    prompt_logprobs = first.prompt_logprobs
     async with aclosing(stream):
         if not first.finished:
             async for delta in stream:
                 parts.append(delta.text)
+                ids += delta.token_ids
+                logprobs += delta.logprobs or []
+                prompt_logprobs = prompt_logprobs or delta.prompt_logprobs
                 last = delta
-    return "".join(parts), last
+    return "".join(parts), last, ids, logprobs, prompt_logprobs
 
 
-def _chunk(base: dict[str, Any], chat: bool, delta: Delta) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": delta.finish_reason}
+def _logprobs(
+    state: ServerState, chat: bool, k: int, ids: list[int], logprobs: list[dict[int, Logprob]], text_offset: int
+) -> dict[str, Any]:
+    """A choice's OpenAI ``logprobs`` object (minivllm.serving.logprobs), for ``ids`` and their logprobs."""
+    if chat:
+        return chat_logprobs(ids, logprobs, k, state.tokenizer)
+    return completion_logprobs(ids, logprobs, k, state.tokenizer, text_offset)
+
+
+def _chunk(base: dict[str, Any], chat: bool, delta: Delta, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs, "finish_reason": delta.finish_reason}
     if chat:
         choice["delta"] = {"content": delta.text}
     else:
         choice["text"] = delta.text
     choice["stop_reason"] = delta.stop_reason  # null until the last chunk, as vLLM streams it
     return {**base, "object": "chat.completion.chunk" if chat else "text_completion", "choices": [choice]}
+
+
+def _stream_logprobs(state: ServerState, chat: bool, k: int | None) -> Callable[[Delta, int], dict[str, Any]] | None:
+    """What gives each stream chunk its ``logprobs`` (vLLM: the delta's tokens; completions' ``text_offset``
+    counts from the text already streamed); None when the request asked for none."""
+    if k is None:
+        return None
+    return lambda delta, sent: _logprobs(state, chat, k, delta.token_ids, delta.logprobs or [], sent)
 
 
 def _data(obj: Any) -> str:
@@ -208,8 +241,11 @@ async def _sse(
     stream: AsyncGenerator[Delta, None],
     num_prompt: int,
     include_usage: bool,
+    logprobs_of: Callable[[Delta, int], dict[str, Any]] | None = None,
 ) -> AsyncIterator[str]:
-    """The SSE body. Cancelled by Starlette when the client disconnects: the stream's ``finally`` aborts."""
+    """The SSE body. Cancelled by Starlette when the client disconnects: the stream's ``finally`` aborts.
+    ``logprobs_of(delta, characters sent before it)``: each chunk's ``logprobs`` (None: the request has none)."""
+    num_chars = 0
     async with aclosing(stream):
         if chat:  # vLLM's first chat chunk carries the role only
             role = {**base, "object": "chat.completion.chunk"}
@@ -219,7 +255,8 @@ async def _sse(
             if delta.error:
                 yield _data(APIError(delta.error, status=delta.error_status).body())
                 break
-            yield _data(_chunk(base, chat, delta))
+            yield _data(_chunk(base, chat, delta, logprobs_of(delta, num_chars) if logprobs_of else None))
+            num_chars += len(delta.text)
             if delta.finished:
                 break
             delta = await anext(stream)

@@ -33,7 +33,8 @@ from minivllm.worker.clock import Clock
 
 class Tokenizer(Protocol):
     """What the engine asks of a tokenizer (a Hugging Face tokenizer has it all): encode prompts, decode
-    outputs, and, for guided decoding, its size and every token decoded alone (``structured_output``)."""
+    outputs, name tokens for logprobs, and, for guided decoding, its size and every token decoded alone
+    (``structured_output``)."""
 
     def __len__(self) -> int: ...
 
@@ -43,6 +44,10 @@ class Tokenizer(Protocol):
 
     def decode(self, token_ids: list[int], skip_special_tokens: bool = ...) -> str | list[str]:
         """One sequence in, one string out (Hugging Face's type also covers batches)."""
+        ...
+
+    def convert_ids_to_tokens(self, ids: list[int], skip_special_tokens: bool = ...) -> str | list[str]:
+        """A list of ids in, each id's token string out (``"Ġworld"``: a logprob's ``decoded_token``)."""
         ...
 
 

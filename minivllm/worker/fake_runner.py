@@ -9,13 +9,19 @@ nothing). The token at position ``p`` of request ``r`` is a fixed function of
 With ``num_spec_tokens > 0`` it also proposes drafts, some right and some wrong,
 and verifies them as greedy speculative decoding would (§11.8.2): it returns the
 longest correct prefix plus one bonus token.
+
+Logprobs (``SamplingParams.logprobs``): its "model" puts all the probability on the token it returns, so that
+token has log-probability 0.0 and rank 1 and every other token -inf. It reports that one token for any k
+(deviation: vLLM's top-k would add k - 1 arbitrary tokens at -inf). As with the real runner, a request with
+logprobs gets no drafts. Prompt logprobs (``prompt_logprobs``) follow from the same point mass: a prompt token
+the "model" would have produced has log-probability 0.0 (rank 1), any other -inf (rank ``vocab_size``).
 """
 
 from __future__ import annotations
 
 import zlib
 
-from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.core.output import LogprobsLists, ModelRunnerOutput, SchedulerOutput
 from minivllm.worker.base import Tokenizer
 from minivllm.worker.clock import Clock, WallClock
 
@@ -31,6 +37,8 @@ class FakeModelRunner:
         self.eos_token_id = eos_token_id
         self.num_spec_tokens = num_spec_tokens
         self.tokens: dict[str, list[int]] = {}  # the runner's own mirror of each request's tokens
+        self.logprob_req_ids: set[str] = set()  # requests with SamplingParams.logprobs
+        self.prompt_lens: dict[str, int] = {}  # requests with prompt_logprobs not yet sent: their prompt length
         self.clock: Clock = WallClock()
 
     def determine_num_blocks(self) -> int:
@@ -62,12 +70,19 @@ class FakeModelRunner:
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         for req_id in scheduler_output.finished_req_ids:
             self.tokens.pop(req_id, None)
+            self.logprob_req_ids.discard(req_id)
+            self.prompt_lens.pop(req_id, None)
         for new in scheduler_output.scheduled_new_reqs:
             self.tokens[new.req_id] = list(new.prompt_token_ids)
+            if new.sampling_params.logprobs is not None:
+                self.logprob_req_ids.add(new.req_id)
+            if new.sampling_params.prompt_logprobs is not None:
+                self.prompt_lens[new.req_id] = len(new.prompt_token_ids)
         req_ids = scheduler_output.req_ids
         computed_before = scheduler_output.num_computed_tokens
         sampled: list[list[int]] = []
         spec: list[list[int]] = []
+        prompt_logprobs: dict[str, LogprobsLists] = {}
         for req_id in req_ids:
             tokens = self.tokens[req_id]
             computed = computed_before[req_id]
@@ -77,6 +92,8 @@ class FakeModelRunner:
                 sampled.append([])
                 spec.append([])
                 continue
+            if self.prompt_lens.get(req_id) == len(tokens):  # its first sample: the prompt is done
+                prompt_logprobs[req_id] = self._prompt_logprobs(req_id, tokens[: self.prompt_lens.pop(req_id)])
             out: list[int] = []
             for draft in drafts:  # greedy verification: accept while the draft is right
                 if draft != self.true_token(req_id, len(tokens) + len(out)):
@@ -85,10 +102,33 @@ class FakeModelRunner:
             out.append(self.true_token(req_id, len(tokens) + len(out)))
             tokens.extend(out)
             sampled.append(out)
-            spec.append(self._drafts(req_id, len(tokens)) if self.num_spec_tokens else [])
+            wants_logprobs = req_id in self.logprob_req_ids
+            spec.append(self._drafts(req_id, len(tokens)) if self.num_spec_tokens and not wants_logprobs else [])
         return ModelRunnerOutput(
             req_ids=req_ids,
             req_id_to_index={r: i for i, r in enumerate(req_ids)},
             sampled_token_ids=sampled,
             spec_token_ids=spec if self.num_spec_tokens else None,
+            logprobs=self._logprobs(req_ids, sampled),
+            prompt_logprobs_dict=prompt_logprobs,
         )
+
+    def _prompt_logprobs(self, req_id: str, prompt: list[int]) -> LogprobsLists:
+        """Per prompt token after the first: 0.0 (rank 1) if the "model" produces it there, else -inf."""
+        ids, logprobs, ranks = [], [], []
+        for position, token in enumerate(prompt[1:], start=1):
+            mine = self.true_token(req_id, position)
+            ids.append([token, mine])
+            logprobs.append([0.0 if token == mine else float("-inf"), 0.0])
+            ranks.append(1 if token == mine else self.vocab_size)
+        return LogprobsLists(ids, logprobs, ranks)
+
+    def _logprobs(self, req_ids: list[str], sampled: list[list[int]]) -> LogprobsLists | None:
+        """Each sampling request with logprobs: its token, log-probability 0.0, rank 1 (a point mass)."""
+        rows = [i for i, r in enumerate(req_ids) if r in self.logprob_req_ids and sampled[i]]
+        if not rows:
+            return None
+        out = LogprobsLists([[] for _ in req_ids], [[] for _ in req_ids], [0] * len(req_ids))
+        for i in rows:
+            out.logprob_token_ids[i], out.logprobs[i], out.sampled_token_ranks[i] = [sampled[i][0]], [0.0], 1
+        return out

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from minivllm.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from minivllm.worker.logprobs import PromptLogprobsTable
 
 
 @dataclass
@@ -36,13 +40,23 @@ class CachedRequestState:
     generator: torch.Generator | None
     block_ids: list[int]
     num_computed_tokens: int = 0  # the scheduler's, as of this step's SchedulerOutput (never advanced here)
+    prompt_logprobs: PromptLogprobsTable | None = None  # with SamplingParams.prompt_logprobs
 
     @property
     def num_output_tokens(self) -> int:
         return len(self.token_ids) - self.num_prompt_tokens
 
 
-PER_ROW = ("num_tokens", "num_prompt_tokens", "num_computed_tokens", "num_blocks", "min_tokens", "greedy")
+PER_ROW = (
+    "num_tokens",
+    "num_prompt_tokens",
+    "num_computed_tokens",
+    "num_blocks",
+    "min_tokens",
+    "greedy",
+    "has_logprobs",
+    "has_prompt_logprobs",
+)
 ROW_ARRAYS = ("token_ids", "block_table", *PER_ROW)
 
 
@@ -59,6 +73,8 @@ class InputBatch:
         self.num_blocks = np.zeros(rows, dtype=np.int64)
         self.min_tokens = np.zeros(rows, dtype=np.int64)
         self.greedy = np.zeros(rows, dtype=bool)
+        self.has_logprobs = np.zeros(rows, dtype=bool)  # SamplingParams.logprobs set: sampled by request
+        self.has_prompt_logprobs = np.zeros(rows, dtype=bool)
         self.req_ids: list[str | None] = []  # row -> request (None: a hole until condense)
         self.req_id_to_index: dict[str, int] = {}
 
@@ -80,11 +96,11 @@ class InputBatch:
 
     def all_plain(self, rows: np.ndarray, num_scheduled: np.ndarray) -> bool:
         """Whether every row samples this step with nothing to change in its logits first: it catches up with
-        its known tokens (no prompt left) and has no ``min_tokens`` still to reach."""
+        its known tokens (no prompt left), has no ``min_tokens`` still to reach and asks for no logprobs."""
         num_tokens = self.num_tokens[rows]
         sampling = self.num_computed_tokens[rows] + num_scheduled >= num_tokens
         min_tokens_due = num_tokens - self.num_prompt_tokens[rows] < self.min_tokens[rows]
-        return bool(sampling.all()) and not min_tokens_due.any()
+        return bool(sampling.all()) and not min_tokens_due.any() and not self.has_logprobs[rows].any()
 
     # ------------------------------------------------------------------ rows in and out
     def add_request(self, state: CachedRequestState) -> int:
@@ -108,6 +124,8 @@ class InputBatch:
         self.set_block_ids(row, state.block_ids)
         self.min_tokens[row] = state.sampling_params.min_tokens
         self.greedy[row] = state.sampling_params.greedy
+        self.has_logprobs[row] = state.sampling_params.logprobs is not None
+        self.has_prompt_logprobs[row] = state.sampling_params.prompt_logprobs is not None
         return row
 
     def remove_request(self, req_id: str) -> int | None:

@@ -31,18 +31,20 @@ from minivllm.attention.metadata import (
 )
 from minivllm.attention.selector import get_attn_backend
 from minivllm.config import EngineConfig, resolve_auto_dtype
-from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
+from minivllm.core.output import LogprobsLists, ModelRunnerOutput, SchedulerOutput
 from minivllm.core.rollback import RequestError
 from minivllm.model.cpu_gemm import resolve_cpu_gemm, set_cpu_gemm
 from minivllm.model.loader import LoadedModel, load_model, resolve_dtype
 from minivllm.sample.rejection_sampler import verify_drafts
 from minivllm.sample.sampler import Sampler, apply_min_tokens, greedy_tokens, make_generator
 from minivllm.spec_decode.ngram_proposer import NgramProposer
+from minivllm.worker import logprobs as prompt_logprobs
 from minivllm.worker.clock import WallClock
 from minivllm.worker.cpu_malloc import keep_freed_memory
 from minivllm.worker.cuda_graphs import Capture, DecodeGraphs, capture_sizes, cuda_capture, graph_unsupported_reason
 from minivllm.worker.device_memory import CudaMemory, DeviceMemory, profile_memory
 from minivllm.worker.input_batch import CachedRequestState, InputBatch
+from minivllm.worker.logprobs import PromptLogprobsTable, sampled_logprobs
 
 DEFAULT_CPU_KV_CACHE_BYTES = 1 << 30  # 1 GiB
 R = TypeVar("R")
@@ -229,6 +231,8 @@ class ModelRunner:
                 list(new.block_ids),
                 new.num_computed_tokens,
             )
+            if (k := new.sampling_params.prompt_logprobs) is not None:
+                state.prompt_logprobs = PromptLogprobsTable(k, len(new.prompt_token_ids))
             self.requests[new.req_id] = state
             batch.add_request(state)
         fed_back: list[tuple[int, int, int]] = []  # (row, position, token): a decode's last sampled token
@@ -260,6 +264,8 @@ class ModelRunner:
             if (state := self.requests.get(req_id)) is not None:
                 del state.token_ids[n:]
                 self.input_batch.truncate(req_id, n)
+                if state.prompt_logprobs is not None and n <= state.num_prompt_tokens:
+                    state.prompt_logprobs.sent = False  # the step that sent them is undone: send them again
 
     def restore_requests(self, requests: dict[str, CachedRequestState]) -> None:
         """Replace the request states (a step replayed: ``minivllm.lab.sim.calibrate``) and rebuild the
@@ -271,10 +277,14 @@ class ModelRunner:
         for state in requests.values():
             self.input_batch.add_request(state)
 
-    def _forward(self, input_ids: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+    def _forward(
+        self, input_ids: torch.Tensor, meta: AttentionMetadata, extra_rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """fp32 logits of the rows ``meta.logits_indices``, then of ``extra_rows`` (prompt logprobs) if any."""
         self.attn_backend.prepare(meta)
         hidden = self.model(input_ids, meta.positions, self.kv_caches, meta, self.attn_backend)
-        return self.model.compute_logits(hidden[meta.logits_indices]).float()
+        rows = meta.logits_indices if extra_rows is None else torch.cat((meta.logits_indices, extra_rows))
+        return self.model.compute_logits(hidden[rows]).float()
 
     @torch.inference_mode()
     def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
@@ -289,8 +299,18 @@ class ModelRunner:
         spec = out.scheduled_spec_decode_tokens
         drafts = [spec.get(r, []) for r in req_ids] if any(spec.values()) else None
         input_ids = self._input_ids(rows, scheduled, states, drafts)
+        chunks = None
+        if batch.has_prompt_logprobs[rows].any():  # the prompt positions whose logits this step also keeps
+            computed = batch.num_computed_tokens[rows].tolist()
+            chunks = prompt_logprobs.plan(req_ids, [s.prompt_logprobs for s in states], computed, scheduled.tolist())
+        prompt_rows = prompt_logprobs.rows_of(chunks, self.device) if chunks else None
         graphs = self.decode_graphs
-        replay = graphs is not None and len(input_ids) == len(req_ids) and graphs.padded_size(len(req_ids)) is not None
+        replay = (
+            graphs is not None
+            and prompt_rows is None
+            and len(input_ids) == len(req_ids)
+            and graphs.padded_size(len(req_ids)) is not None
+        )
         num_blocks = batch.num_blocks[rows]
         meta = build_attention_metadata_from_arrays(
             batch.num_computed_tokens[rows],
@@ -304,8 +324,15 @@ class ModelRunner:
         if graphs is not None and replay:  # a pure-decode step (one token per request) with a graph for its size
             logits = graphs.run(torch.from_numpy(input_ids), meta)
         else:
-            logits = self._forward(to_device(input_ids, self.device), meta)
-        sampled = self._sample(out, states, rows, scheduled, drafts, logits)
+            ids = to_device(input_ids, self.device)
+            logits = self._forward(ids, meta) if prompt_rows is None else self._forward(ids, meta, prompt_rows)
+        prompt_logprobs_dict = {}
+        if chunks:  # the prompt rows come after the sampling rows
+            num_sampling_rows = meta.logits_indices.shape[0]
+            prompt = {s.req_id: s.token_ids[: s.num_prompt_tokens] for s in states if s.prompt_logprobs is not None}
+            prompt_logprobs_dict = prompt_logprobs.record(chunks, logits[num_sampling_rows:], prompt)
+            logits = logits[:num_sampling_rows]
+        sampled, logprobs = self._sample(out, states, rows, scheduled, drafts, logits)
         if isinstance(sampled, np.ndarray):  # the common step: one token for every request
             batch.append_sampled(rows, sampled)
             for state, t in zip(states, sampled.tolist()):
@@ -319,11 +346,14 @@ class ModelRunner:
                     state.token_ids.extend(new_tokens)
         spec_out = None
         if self.proposer is not None:  # next step's drafts, from each request's own context
-            spec_out = [
-                self.proposer.propose(s.token_ids) if tokens and r not in out.grammar_allowed_token_ids else []
+            spec_out = [  # none for guided requests, nor for requests with logprobs (as vLLM 0.8.5)
+                self.proposer.propose(s.token_ids)
+                if tokens and r not in out.grammar_allowed_token_ids and s.sampling_params.logprobs is None
+                else []
                 for s, tokens, r in zip(states, sampled_lists, req_ids)
             ]
-        return ModelRunnerOutput(req_ids, {r: i for i, r in enumerate(req_ids)}, sampled_lists, spec_out)
+        index = {r: i for i, r in enumerate(req_ids)}
+        return ModelRunnerOutput(req_ids, index, sampled_lists, spec_out, logprobs, prompt_logprobs_dict)
 
     def _input_ids(
         self, rows: np.ndarray, scheduled: np.ndarray, states: list[CachedRequestState], drafts: list[list[int]] | None
@@ -345,19 +375,20 @@ class ModelRunner:
         scheduled: np.ndarray,
         drafts: list[list[int]] | None,
         logits: torch.Tensor,
-    ) -> list[list[int]] | np.ndarray:
-        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied.
+    ) -> tuple[list[list[int]] | np.ndarray, LogprobsLists | None]:
+        """Tokens per request: none while its prompt is unfinished; drafts verified; grammar masks applied;
+        and the log-probabilities of the requests that ask (None when none does: nothing is computed).
 
-        The common step (no drafts, no grammar, every request past its prompt, no ``min_tokens`` still to
-        reach) is recognised from the persistent batch's arrays, with no Python per request, and returns one
-        token per request as an int64 array; an all-greedy batch is one :func:`greedy_tokens`.
+        The common step (no drafts, no grammar, no logprobs, every request past its prompt, no ``min_tokens``
+        still to reach) is recognised from the persistent batch's arrays, with no Python per request, and
+        returns one token per request as an int64 array; an all-greedy batch is one :func:`greedy_tokens`.
         """
         if drafts is None and not out.grammar_allowed_token_ids and self.input_batch.all_plain(rows, scheduled):
             if self.input_batch.greedy[rows].all():
-                return greedy_tokens(logits).cpu().numpy()
+                return greedy_tokens(logits).cpu().numpy(), None
             params = [s.sampling_params for s in states]
             generators = [s.generator or self.default_generator for s in states]
-            return self.sampler(logits, params, generators).cpu().numpy()
+            return self.sampler(logits, params, generators).cpu().numpy(), None
         return self._sample_each(out, states, scheduled.tolist(), drafts or [[] for _ in states], logits)
 
     def _sample_each(
@@ -367,25 +398,36 @@ class ModelRunner:
         num_scheduled: list[int],
         drafts: list[list[int]],
         logits: torch.Tensor,
-    ) -> list[list[int]]:
-        """The general case, request by request: prompts still running, drafts, grammars, min_tokens."""
+    ) -> tuple[list[list[int]], LogprobsLists | None]:
+        """The general case, request by request: prompts still running, drafts, grammars, min_tokens, logprobs."""
         sampled: list[list[int]] = [[] for _ in states]
         row_starts = [0]
         for d in drafts:
             row_starts.append(row_starts[-1] + 1 + len(d))
         eos = self.loaded.eos_token_id
-        plain = []
-        for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts)):
-            if state.num_computed_tokens + n - len(d) < len(state.token_ids):
-                continue  # still inside its prompt: no sample, generator untouched
-            allowed = out.grammar_allowed_token_ids.get(state.req_id)
-            # Drafts, a grammar, or min_tokens not yet reached change this request's rows first; most requests
-            # have none of them and go straight to the batched sampler.
-            if d or allowed is not None or state.num_output_tokens < state.sampling_params.min_tokens:
+        sampling = [
+            i
+            for i, (state, n, d) in enumerate(zip(states, num_scheduled, drafts))
+            if state.num_computed_tokens + n - len(d) >= len(state.token_ids)  # else inside its prompt: no sample
+        ]
+        for i in sampling:  # grammar masks first: vLLM applies them to the logits before its sampler
+            if (allowed := out.grammar_allowed_token_ids.get(states[i].req_id)) is not None:
                 rows = logits[row_starts[i] : row_starts[i + 1]]
-                drafted = _attributed(
-                    state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, allowed, eos
-                )
+                _attributed(states[i].req_id, "sampling failed: ", _mask_to, rows, allowed)
+        # Log-probabilities come from these logits (before min_tokens, temperature, top-k, top-p), as vLLM V1's.
+        # Requests with logprobs never have drafts (no proposal for them, as vLLM 0.8.5): one row each.
+        want = [i for i in sampling if states[i].sampling_params.logprobs is not None and not drafts[i]]
+        raw_logprobs = None
+        if want:
+            raw_logprobs = Sampler.compute_logprobs(logits[torch.tensor([row_starts[i] for i in want])])
+        plain = []
+        for i in sampling:
+            state, d = states[i], drafts[i]
+            # Drafts or min_tokens not yet reached change this request's rows first; most requests have
+            # neither and go straight to the batched sampler.
+            if d or state.num_output_tokens < state.sampling_params.min_tokens:
+                rows = logits[row_starts[i] : row_starts[i + 1]]
+                drafted = _attributed(state.req_id, "sampling failed: ", self._prepare_rows, rows, state, d, eos)
                 if drafted is not None:
                     sampled[i] = drafted
                     continue
@@ -399,27 +441,29 @@ class ModelRunner:
             generators = [states[i].generator or self.default_generator for i in plain]
             for i, token in zip(plain, self.sampler(rows, params, generators).tolist()):
                 sampled[i] = [token]
-        return sampled
+        if raw_logprobs is None:
+            return sampled, None
+        return sampled, sampled_logprobs(
+            raw_logprobs, [states[i].sampling_params.logprobs or 0 for i in want], want, len(states), sampled
+        )
 
     def _prepare_rows(
-        self,
-        rows: torch.Tensor,
-        state: CachedRequestState,
-        drafts: list[int],
-        allowed: list[int] | None,
-        eos: int | None,
+        self, rows: torch.Tensor, state: CachedRequestState, drafts: list[int], eos: int | None
     ) -> list[int] | None:
-        """One request's logits rows in place: min_tokens, grammar mask; its verified drafts, if it has some."""
+        """One request's logits rows in place: min_tokens; its verified drafts, if it has some."""
         params = state.sampling_params
         outputs = [state.num_output_tokens + j for j in range(rows.shape[0])]
         apply_min_tokens(rows, outputs, [params] * rows.shape[0], eos)
-        if allowed is not None:
-            mask = torch.full_like(rows, float("-inf"))
-            mask[:, allowed] = 0.0
-            rows += mask
         if drafts:
             return verify_drafts(rows, drafts, params, state.generator or self.default_generator)
         return None
+
+
+def _mask_to(rows: torch.Tensor, allowed: list[int]) -> None:
+    """In place: every token outside ``allowed`` (a guided request's grammar) gets -inf."""
+    mask = torch.full_like(rows, float("-inf"))
+    mask[:, allowed] = 0.0
+    rows += mask
 
 
 def _attributed(req_id: str, prefix: str, fn: Callable[..., R], *args: object) -> R:

@@ -142,13 +142,13 @@ BAD = [  # (endpoint, body or raw text, status, param)
     ("completions", {"prompt": "x", "max_tokens": 300}, 400, "max_tokens"),
     ("completions", {"prompt": "x", "n": 2}, 400, "n"),
     ("completions", {"prompt": "x", "best_of": 3}, 400, "best_of"),
-    ("completions", {"prompt": "x", "logprobs": 1}, 400, "logprobs"),
+    ("completions", {"prompt": "x", "logprobs": 21}, 400, "logprobs"),
     ("completions", {"prompt": "x", "stop": [""]}, 400, "stop"),
     ("completions", {"prompt": "x", "stop": 5}, 400, "stop"),
     ("completions", {"prompt": [5, 99999]}, 400, "prompt"),
     ("completions", {"prompt": "x", "temperature": -1}, 400, "temperature"),
     ("completions", {"max_tokens": 3}, 400, "prompt"),
-    ("chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, 400, "logprobs"),
+    ("chat/completions", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2}, 400, "top_logprobs"),
     ("chat/completions", {"messages": []}, 400, "messages"),
 ]
 
