@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from minivllm.config import CacheConfig, SchedulerConfig
+from minivllm.core.async_scheduler import AsyncScheduler
 from minivllm.core.output import EngineCoreOutputs, SchedulerOutput
 from minivllm.core.scheduler import Scheduler
 from minivllm.request import Request
@@ -36,9 +37,11 @@ def make_scheduler(
     block_size: int = 16,
     num_gpu_blocks: int = 100,
     enable_prefix_caching: bool = False,
+    async_scheduling: bool = False,
 ) -> Scheduler:
-    """A Scheduler with a KV cache of ``num_gpu_blocks`` blocks; small defaults, prefix caching off."""
-    return Scheduler(
+    """A Scheduler with a KV cache of ``num_gpu_blocks`` blocks; small defaults, prefix caching off
+    (``async_scheduling``: an AsyncScheduler, as vLLM's config picks)."""
+    return (AsyncScheduler if async_scheduling else Scheduler)(
         SchedulerConfig(
             max_num_batched_tokens=max_num_batched_tokens,
             max_num_seqs=max_num_seqs,
@@ -46,6 +49,7 @@ def make_scheduler(
             long_prefill_token_threshold=long_prefill_token_threshold,
             enable_chunked_prefill=enable_chunked_prefill,
             policy=policy,
+            async_scheduling=async_scheduling,
         ),
         CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks, enable_prefix_caching=enable_prefix_caching),
     )
