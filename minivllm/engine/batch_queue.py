@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
-from minivllm.worker.base import ModelRunnerBase
 from minivllm.worker.clock import Clock
 
 MAX_CONCURRENT_BATCHES = 2  # vLLM's MultiprocExecutor.max_concurrent_batches with async_scheduling
@@ -38,8 +38,9 @@ class StepResult(NamedTuple):
 class BatchQueue:
     """Scheduled steps and their futures, oldest first."""
 
-    def __init__(self, model_runner: ModelRunnerBase, clock: Clock) -> None:
-        self.model_runner = model_runner
+    def __init__(self, execute_model: Callable[[SchedulerOutput], ModelRunnerOutput], clock: Clock) -> None:
+        """``execute_model``: runs one step on the model runner (called on the worker thread only)."""
+        self.execute_model = execute_model
         self.clock = clock
         self._queue: deque[tuple[SchedulerOutput, Future[StepResult]]] = deque()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minivllm-step")
@@ -77,7 +78,7 @@ class BatchQueue:
             raise StepSkipped()
         start = self.clock.now()
         try:
-            runner_output = self.model_runner.execute_model(scheduler_output)
+            runner_output = self.execute_model(scheduler_output)
         except BaseException:
             self._failed = True
             raise

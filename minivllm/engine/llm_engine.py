@@ -92,7 +92,8 @@ class LLMEngine:
             )
         self.scheduler = scheduler_cls(sc, cc, speculative_config=config.speculative_config)
         self.clock = clock if clock is not None else model_runner.clock
-        self.batch_queue = BatchQueue(model_runner, self.clock) if sc.async_scheduling else None
+        # The queue calls the runner through the engine, so a runner swapped in later (a test's wrapper) is used.
+        self.batch_queue = BatchQueue(self._execute_model, self.clock) if sc.async_scheduling else None
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
         self.output_processor = OutputProcessor(self.tokenizer)
@@ -215,6 +216,9 @@ class LLMEngine:
         except Exception as e:  # one request's failure stays its own: see minivllm.core.rollback
             return self._roll_back(scheduler_output, e)
         return self._update(scheduler_output, runner_output, start, self.clock.now())
+
+    def _execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
+        return self.model_runner.execute_model(scheduler_output)
 
     def _step_async(self, queue: BatchQueue) -> list[RequestOutput]:
         """vLLM's ``step_with_batch_queue``: schedule while the queue has room (the first call fills it with
