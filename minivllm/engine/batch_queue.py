@@ -61,6 +61,10 @@ class BatchQueue:
         """The oldest step and its future (``future.result()`` waits for it)."""
         return self._queue.popleft()
 
+    def push_front(self, scheduler_output: SchedulerOutput, future: Future[StepResult]) -> None:
+        """Put back a step taken by ``pop`` whose result was not applied (the wait was interrupted)."""
+        self._queue.appendleft((scheduler_output, future))
+
     def drain_after_failure(self) -> list[SchedulerOutput]:
         """After a step failed: wait for the steps queued behind it (skipped, never run), and re-arm."""
         skipped = []

@@ -239,6 +239,15 @@ class LLMEngine:
             result = future.result()
         except Exception as e:  # the steps behind it never ran: undo them all, blame this one
             return self._roll_back(scheduler_output, e, queue.drain_after_failure())
+        except BaseException:  # Ctrl-C while waiting: the step still runs, apply it next time
+            if not future.done():
+                queue.push_front(scheduler_output, future)
+            else:  # the runner itself raised it: undo the steps in flight, blame nobody, and let it through
+                skipped = queue.drain_after_failure()
+                assert isinstance(self.scheduler, AsyncScheduler)
+                requeued = self.scheduler.roll_back_steps([scheduler_output, *skipped], [], "interrupted")
+                self.model_runner.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
+            raise
         return self._update(scheduler_output, result.runner_output, result.start, result.end)
 
     def _update(

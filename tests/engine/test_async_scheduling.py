@@ -201,3 +201,30 @@ def test_a_failed_step_is_undone_with_the_step_queued_behind_it():
     assert len(victims) == 1 and failed[victims[0]][1] == "abort"
     assert engine.outputs[victims[0]].outputs[0].stop_reason == "injected fault"
     assert {r: v for r, v in failed.items() if r not in victims} == {r: v for r, v in clean.items() if r not in victims}
+
+
+def test_an_interrupt_raised_by_the_runner_leaves_no_request_behind():
+    """As the synchronous engine's test in test_rollback.py: Ctrl-C inside a step of LLM.generate."""
+    llm = LLM(
+        "fake",
+        async_scheduling=True,
+        num_gpu_blocks=40,
+        max_num_seqs=8,
+        max_model_len=256,
+        model_runner=FakeModelRunner(vocab_size=500),
+    )
+    calls = []
+
+    def interrupt(out) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    inject(llm.engine, interrupt)
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate([[5, 6, 7], [8, 9]], params, use_tqdm=False)
+    assert not llm.engine.has_unfinished_requests() and not llm.engine.outputs
+    pool = llm.engine.scheduler.kv_cache_manager.block_pool
+    assert pool.get_num_free_blocks() == pool.num_gpu_blocks - 1
+    assert [len(o.outputs[0].token_ids) for o in llm.generate([[5, 6, 7]], params, use_tqdm=False)] == [6]
