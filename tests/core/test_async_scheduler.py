@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minivllm.core.async_scheduler import AsyncScheduler
 from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
@@ -235,3 +237,65 @@ def test_reconfigure_refuses_to_switch_async_scheduling():
     scheduler = create_scheduler()
     with pytest.raises(ValueError, match="async_scheduling cannot change"):
         scheduler.reconfigure(SchedulerConfig(max_num_batched_tokens=8192, max_num_seqs=64, max_model_len=1024))
+
+
+@st.composite
+def _workloads(draw):
+    block_size = draw(st.sampled_from([1, 8, 16]))
+    max_model_len = draw(st.integers(16, 120))
+    min_blocks = -(-max_model_len // block_size) + 1
+    return dict(
+        block_size=block_size,
+        max_model_len=max_model_len,
+        budget=draw(st.integers(8, 200)),
+        num_blocks=draw(st.integers(min_blocks, min_blocks * 3)),  # small pools: preemptions
+        caching=draw(st.booleans()),
+        requests=[
+            (draw(st.integers(1, max_model_len - 1)), draw(st.integers(1, 12)), draw(st.integers(0, 6)))
+            for _ in range(draw(st.integers(1, 8)))
+        ],
+    )
+
+
+@settings(deadline=None)
+@given(_workloads())
+def test_random_workloads_end_with_the_models_tokens_and_every_block_back(w):
+    """Two steps in flight, arrivals between updates, tiny pools: each request ends with exactly its
+    max_tokens (capped by max_model_len) tokens, the fake model's own, as a synchronous run gives them."""
+    scheduler = make_scheduler(
+        async_scheduling=True,
+        max_num_batched_tokens=w["budget"],
+        max_num_seqs=min(8, w["budget"]),
+        max_model_len=w["max_model_len"],
+        block_size=w["block_size"],
+        num_gpu_blocks=w["num_blocks"],
+        enable_prefix_caching=w["caching"],
+    )
+    runner = FakeModelRunner()
+    reqs = [
+        make_request(f"r{i}", [7] * 3 + [1000 * i + j for j in range(n)], m)
+        for i, (n, m, _) in enumerate(w["requests"])
+    ]
+    arrivals = sorted(range(len(reqs)), key=lambda i: w["requests"][i][2])
+    in_flight: deque[SchedulerOutput] = deque()
+    step = 0
+    while arrivals or in_flight or scheduler.has_unfinished_requests():
+        while arrivals and w["requests"][arrivals[0]][2] <= step:
+            r = reqs[arrivals.pop(0)]
+            if r.num_prompt_tokens <= w["max_model_len"]:
+                scheduler.add_request(r)
+        if len(in_flight) < 2:
+            out = scheduler.schedule()
+            if out.num_scheduled_tokens:
+                in_flight.append(out)
+        if in_flight and (len(in_flight) == 2 or not out.num_scheduled_tokens):
+            done = in_flight.popleft()
+            scheduler.update_from_output(done, runner.execute_model(done))
+        step += 1
+        assert step < 5000
+    for r in reqs:
+        if r.num_prompt_tokens > w["max_model_len"]:
+            continue
+        n = min(r.max_tokens, max(1, w["max_model_len"] - r.num_prompt_tokens))  # check_stop after each token
+        assert list(r.output_token_ids) == [runner.true_token(r.request_id, r.num_prompt_tokens + i) for i in range(n)]
+    assert_clean(scheduler)
