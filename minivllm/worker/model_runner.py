@@ -5,7 +5,8 @@ mirror of every request (tokens, block table, generator) updated only from
 SchedulerOutput, packs all scheduled tokens into one flat batch, builds the
 varlen metadata, runs the model, and samples one token for each request that
 has caught up with its prompt. A request still inside its prompt gets nothing
-and its generator is not advanced.
+and its generator is not advanced. With async scheduling the mirror also supplies the input token of a
+decode scheduled before the scheduler saw it (vLLM's runner keeps the previous step's sampled ids the same way).
 """
 
 from __future__ import annotations
