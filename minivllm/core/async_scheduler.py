@@ -48,6 +48,13 @@ class AsyncScheduler(Scheduler):
             if request.num_computed_tokens == request.num_tokens + request.num_output_placeholders:
                 request.num_output_placeholders += 1
 
+    def _max_positions_left(self, request: Request) -> int:
+        """As vLLM 0.10 (``max_model_len - 1 - num_computed_tokens``) for a request waiting on a token: its
+        decode at position ``max_model_len - 1`` could only follow a token that ends it by length, so it is not
+        scheduled. (Only then: a prompt of ``max_model_len`` tokens still gets all its positions.)"""
+        left = super()._max_positions_left(request)
+        return max(left - 1, 0) if request.num_output_placeholders else left
+
     def _requests_to_update(self, scheduler_output: SchedulerOutput) -> list[Request]:
         """Every request of the step that is still in the scheduler, running or preempted since (vLLM 0.10);
         a finished or aborted one is skipped, and its extra token with it."""

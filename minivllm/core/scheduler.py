@@ -198,6 +198,10 @@ class Scheduler:
             n = self.long_prefill_token_threshold
         return min(n, token_budget)
 
+    def _max_positions_left(self, request: Request) -> int:
+        """How many more positions a running request may compute before ``max_model_len``."""
+        return self.max_model_len - request.num_computed_tokens
+
     def _preempt(self, request: Request) -> Request:
         """Pick and preempt a victim for ``request``: the last running request (fcfs)
         or the lowest-priority, latest-arriving one (priority)."""
@@ -240,7 +244,7 @@ class Scheduler:
                 request.num_computed_tokens,
                 step.token_budget,
             )
-            n = min(n, self.max_model_len - request.num_computed_tokens)
+            n = min(n, self._max_positions_left(request))
             if n == 0:
                 req_index += 1
                 continue

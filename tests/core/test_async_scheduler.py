@@ -299,3 +299,25 @@ def test_random_workloads_end_with_the_models_tokens_and_every_block_back(w):
         n = min(r.max_tokens, max(1, w["max_model_len"] - r.num_prompt_tokens))  # check_stop after each token
         assert list(r.output_token_ids) == [runner.true_token(r.request_id, r.num_prompt_tokens + i) for i in range(n)]
     assert_clean(scheduler)
+
+
+def test_no_decode_is_scheduled_past_max_model_len():
+    """vLLM 0.10's cap: a request whose next token will reach max_model_len gets no placeholder decode at the
+    last position (its token could only be discarded). A prompt of max_model_len tokens still runs whole."""
+    scheduler = create_scheduler(max_num_batched_tokens=16, max_model_len=20)
+    runner = FakeModelRunner()
+    near, full = make_request("near", 17, max_tokens=10), make_request("full", 20, max_tokens=10)
+    scheduler.add_request(near)
+    scheduler.add_request(full)
+    sched_outputs: deque[SchedulerOutput] = deque([scheduler.schedule(), scheduler.schedule()])
+    positions: dict[str, list[int]] = {"near": [], "full": []}
+
+    def note():
+        out = sched_outputs[0]
+        for req_id, c in out.num_computed_tokens.items():
+            positions[req_id] += list(range(c, c + out.num_scheduled_tokens[req_id]))
+
+    run_queue(scheduler, runner, sched_outputs, each=note)
+    assert max(positions["near"]) == 18 and positions["full"] == list(range(20))  # never position 19 for "near"
+    assert near.num_output_tokens == 3 and full.num_output_tokens == 1  # 20 tokens each: length-capped
+    assert_clean(scheduler)
