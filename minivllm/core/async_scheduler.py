@@ -1,7 +1,8 @@
 """AsyncScheduler: schedule step N+1 while step N runs; step N's tokens arrive one step late (§11.3, §11.4).
 
 Mirrors ``vllm/v1/core/sched/async_scheduler.py`` (vLLM 0.10.1, ``async_scheduling=True``; the engine side is
-``EngineCore.step_with_batch_queue`` in ``vllm/v1/engine/core.py``, here ``minivllm.engine.async_steps``).
+``EngineCore.step_with_batch_queue`` in ``vllm/v1/engine/core.py``, here ``LLMEngine._step_async`` and
+``minivllm.engine.batch_queue``).
 
 The synchronous loop is schedule -> execute -> update: the host (scheduling, then appending tokens, stop checks,
 detokenizing) and the device take turns, so the device idles during the host's part. Async scheduling keeps
