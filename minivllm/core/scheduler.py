@@ -400,8 +400,8 @@ class Scheduler:
         self.failed_requests = []
         spec_accepted: dict[str, int] = {}
         spec_decoding_stats: SpecDecodingStats | None = None
-        stopped_running: set[str] = set()
-        stopped_preempted: set[str] = set()
+        stopped_ids: set[str] = set()
+        stopped_preempted: set[str] = set()  # async scheduling only: preempted while their step ran
         for request in self._requests_to_update(scheduler_output):
             req_id = request.request_id
             generated = list(runner_output.sampled_token_ids[runner_output.req_id_to_index[req_id]])
@@ -422,12 +422,14 @@ class Scheduler:
             if stopped:
                 request.spec_token_ids.clear()
                 self._free_request(request)
-                (stopped_running if status_before == RequestStatus.RUNNING else stopped_preempted).add(req_id)
+                stopped_ids.add(req_id)
+                if status_before == RequestStatus.PREEMPTED:
+                    stopped_preempted.add(req_id)
             if generated:
                 outputs.append(EngineCoreOutput(req_id, generated, request.get_finished_reason(), request.stop_reason))
-        if stopped_running:
-            self.running = [r for r in self.running if r.request_id not in stopped_running]
-        if stopped_preempted:  # async scheduling only: preempted while its step ran, then stopped by that step
+        if stopped_ids:
+            self.running = [r for r in self.running if r.request_id not in stopped_ids]
+        if stopped_preempted:  # stopped by the step that was running when they were preempted
             self.waiting = deque(r for r in self.waiting if r.request_id not in stopped_preempted)
         return EngineCoreOutputs(outputs, self.make_stats(spec_accepted, spec_decoding_stats))
 
