@@ -321,3 +321,17 @@ def test_no_decode_is_scheduled_past_max_model_len():
     assert max(positions["near"]) == 18 and positions["full"] == list(range(20))  # never position 19 for "near"
     assert near.num_output_tokens == 3 and full.num_output_tokens == 1  # 20 tokens each: length-capped
     assert_clean(scheduler)
+
+
+def test_the_synchronous_update_drops_stopped_requests_from_running_whatever_their_status():
+    """0.8.5's rule kept by the refactor that gave the AsyncScheduler its walk: vLLM 0.8.5's own
+    test_stop_via_update_from_output fills ``running`` by hand with requests still marked WAITING."""
+    scheduler = create_scheduler(async_scheduling=False)
+    a, b = make_request("a", 4, max_tokens=1), make_request("b", 4, max_tokens=5)
+    for r in (a, b):
+        scheduler.requests[r.request_id] = r
+        scheduler.running.append(r)  # status left WAITING, as in vLLM's test
+        r.num_computed_tokens = 4
+    out = SchedulerOutput([], [], {"a": 1, "b": 1}, 2, {}, set())
+    scheduler.update_from_output(out, ModelRunnerOutput(["a", "b"], {"a": 0, "b": 1}, [[7], [8]]))
+    assert scheduler.running == [b] and a.status == RequestStatus.FINISHED_LENGTH_CAPPED
