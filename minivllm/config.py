@@ -78,6 +78,9 @@ class SchedulerConfig:
     enable_chunked_prefill: bool = True  # V1 default
     policy: str = "fcfs"  # or "priority" (vLLM 0.9.x)
     scheduler_reserve_full_isl: bool = False  # admit only if the whole sequence fits (later vLLM; 0.8.5: off)
+    # vLLM 0.10: schedule step N+1 while step N runs; step N's tokens are applied one step late
+    # (``minivllm.core.async_scheduler``). Off by default, as in vLLM 0.10 and 0.11.
+    async_scheduling: bool = False
 
     def __post_init__(self) -> None:
         if self.max_model_len is None:
@@ -102,6 +105,7 @@ class SchedulerConfig:
         assert self.max_num_batched_tokens is not None
         _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, self.max_model_len)
         _check_bool("scheduler_reserve_full_isl", self.scheduler_reserve_full_isl)
+        _check_bool("async_scheduling", self.async_scheduling)
         if not isinstance(self.policy, str) or self.policy not in SCHEDULING_POLICIES:
             raise ValueError(f"policy must be one of {SCHEDULING_POLICIES}, got {self.policy!r}.")
         if self.max_num_batched_tokens < self.max_model_len and not self.enable_chunked_prefill:
@@ -224,6 +228,19 @@ class EngineConfig:
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
     speculative_config: SpeculativeConfig = field(default_factory=SpeculativeConfig)
+
+    def __post_init__(self) -> None:
+        self.verify()
+
+    def verify(self) -> None:
+        """Combinations of the parts: async scheduling refuses speculative decoding, as vLLM 0.10's
+        ``EngineArgs.create_engine_config`` does (the drafts of step N+1 would come from step N's output)."""
+        n = self.speculative_config.num_speculative_tokens
+        if self.scheduler_config.async_scheduling and n > 0:
+            raise ValueError(
+                f"async_scheduling=True does not support speculative decoding (num_speculative_tokens={n}): "
+                "set num_speculative_tokens=0 or async_scheduling=False (vLLM 0.10 refuses the same)."
+            )
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EngineConfig:

@@ -140,6 +140,9 @@ class Request:
         self.num_computed_tokens = 0
         self.num_cached_tokens = -1  # prefix-hit tokens at first admission (vLLM 0.9.x)
         self.num_preemptions = 0
+        # Async scheduling (vLLM 0.10, ``minivllm.core.async_scheduler``): tokens scheduled to be sampled by a step
+        # still in flight, whose ids the scheduler does not know yet. Always 0 with synchronous scheduling.
+        self.num_output_placeholders = 0
 
         self.output_token_ids = ConstantList(self._output_token_ids)
         self.all_token_ids = ConstantList(self._all_token_ids)

@@ -121,6 +121,12 @@ class BlockPool:
             block.reset_hash()
         return True
 
+    def evict_free_cached_blocks(self) -> int:
+        """Forget the hash of every free block (they stay free); returns how many. Not in vLLM: a failed
+        async step may have registered blocks it never wrote, and some may be free by now
+        (``AsyncScheduler.roll_back_steps``)."""
+        return sum(self._maybe_evict_cached_block(b) for b in self.free_block_queue.get_all_free_blocks())
+
     def get_num_free_blocks(self) -> int:
         return self.free_block_queue.num_free_blocks
 

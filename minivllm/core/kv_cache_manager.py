@@ -157,23 +157,34 @@ class KVCacheManager:
             req_blocks.extend(new_blocks)
 
         if self.enable_caching:
-            # Draft (speculative) tokens are never cached: their K/V may be rejected.
-            num_cached_blocks = self.num_cached_block.get(request.request_id, len(new_computed_blocks))
-            num_full_blocks = (num_computed_tokens + num_tokens - len(request.spec_token_ids)) // self.block_size
-            num_full_blocks = min(num_full_blocks, len(req_blocks))
-            if num_full_blocks > num_cached_blocks:  # most decode steps fill no block: nothing to register
-                self.block_pool.cache_full_blocks(
-                    request.all_token_ids,
-                    req_blocks,
-                    self.req_to_block_hashes[request.request_id],
-                    num_cached_blocks,
-                    num_full_blocks,
-                    self.block_size,
-                    self.hash_fn,
-                    request.cache_salt,
-                )
-            self.num_cached_block[request.request_id] = max(num_cached_blocks, num_full_blocks)
+            # Draft (speculative) tokens are never cached: their K/V may be rejected. Nor are tokens not known yet
+            # (async scheduling: a decode scheduled before its input was sampled); vLLM caps at num_tokens too.
+            num_to_cache = min(num_computed_tokens + num_tokens - len(request.spec_token_ids), request.num_tokens)
+            self.num_cached_block.setdefault(request.request_id, len(new_computed_blocks))
+            self.cache_blocks(request, num_to_cache)
         return new_blocks
+
+    def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
+        """Register in the prefix cache the request's blocks that the first ``num_computed_tokens`` tokens fill
+        (vLLM 0.10's ``cache_blocks``). ``allocate_slots`` calls it; so does the AsyncScheduler once a token
+        scheduled before it was known arrives."""
+        if not self.enable_caching:
+            return
+        req_blocks = self.req_to_blocks[request.request_id]
+        num_cached_blocks = self.num_cached_block.get(request.request_id, 0)
+        num_full_blocks = min(num_computed_tokens // self.block_size, len(req_blocks))
+        if num_full_blocks > num_cached_blocks:  # most decode steps fill no block: nothing to register
+            self.block_pool.cache_full_blocks(
+                request.all_token_ids,
+                req_blocks,
+                self.req_to_block_hashes[request.request_id],
+                num_cached_blocks,
+                num_full_blocks,
+                self.block_size,
+                self.hash_fn,
+                request.cache_salt,
+            )
+        self.num_cached_block[request.request_id] = max(num_cached_blocks, num_full_blocks)
 
     def free(self, request: Request) -> None:
         """Give back every block of ``request`` (finished, aborted or preempted).

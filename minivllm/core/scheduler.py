@@ -108,6 +108,8 @@ class Scheduler:
             old.policy,
         ):
             raise ValueError("max_model_len and policy cannot change on a running scheduler.")
+        if old is not None and scheduler_config.async_scheduling != old.async_scheduling:
+            raise ValueError("async_scheduling cannot change on a running scheduler (it picks the scheduler class).")
         sc = scheduler_config
         # SchedulerConfig.__post_init__ resolves these from the other settings when they are left None.
         assert sc.max_num_seqs is not None and sc.max_num_batched_tokens is not None and sc.max_model_len is not None
@@ -196,6 +198,10 @@ class Scheduler:
             n = self.long_prefill_token_threshold
         return min(n, token_budget)
 
+    def _max_positions_left(self, request: Request) -> int:
+        """How many more positions a running request may compute before ``max_model_len``."""
+        return self.max_model_len - request.num_computed_tokens
+
     def _preempt(self, request: Request) -> Request:
         """Pick and preempt a victim for ``request``: the last running request (fcfs)
         or the lowest-priority, latest-arriving one (priority)."""
@@ -231,10 +237,14 @@ class Scheduler:
         req_index = 0
         while req_index < len(self.running) and step.token_budget > 0:
             request = self.running[req_index]
+            # Placeholders (async scheduling only; always 0 here): tokens a step in flight will sample.
             n = self._num_new_tokens(
-                request, request.num_tokens_with_spec, request.num_computed_tokens, step.token_budget
+                request,
+                request.num_tokens_with_spec + request.num_output_placeholders,
+                request.num_computed_tokens,
+                step.token_budget,
             )
-            n = min(n, self.max_model_len - request.num_computed_tokens)
+            n = min(n, self._max_positions_left(request))
             if n == 0:
                 req_index += 1
                 continue
@@ -342,12 +352,13 @@ class Scheduler:
             for req_id, n in num_scheduled_tokens.items()
             if (r := self.requests[req_id]).grammar is not None and r.num_computed_tokens + n >= r.num_tokens
         }
-        # A decode feeds back the request's last sampled token; every other token is prompt (or recompute).
+        # A decode feeds back the request's last sampled token (async: maybe one not known yet, a placeholder);
+        # every other token is prompt (or recompute).
         decode_req_ids = {
             req_id
             for req_id in num_scheduled_tokens
-            if (r := self.requests[req_id]).num_computed_tokens == r.num_tokens - 1
-            and r.num_tokens > r.num_prompt_tokens
+            if (r := self.requests[req_id]).num_computed_tokens == r.num_tokens + r.num_output_placeholders - 1
+            and r.num_tokens + r.num_output_placeholders > r.num_prompt_tokens
         }
 
         def cached(r: Request, resumed: bool) -> CachedRequestData:
@@ -389,12 +400,10 @@ class Scheduler:
         self.failed_requests = []
         spec_accepted: dict[str, int] = {}
         spec_decoding_stats: SpecDecodingStats | None = None
-        new_running: list[Request] = []
-        for request in self.running:
+        stopped_ids: set[str] = set()
+        stopped_preempted: set[str] = set()  # async scheduling only: preempted while their step ran
+        for request in self._requests_to_update(scheduler_output):
             req_id = request.request_id
-            if scheduler_output.num_scheduled_tokens.get(req_id, 0) == 0:
-                new_running.append(request)
-                continue
             generated = list(runner_output.sampled_token_ids[runner_output.req_id_to_index[req_id]])
             scheduled_spec = scheduler_output.scheduled_spec_decode_tokens.get(req_id)
             if scheduled_spec:  # rejected drafts were counted as computed: take them back
@@ -408,17 +417,14 @@ class Scheduler:
                 spec_accepted[req_id] = len(generated) - 1
             if runner_output.spec_token_ids is not None:
                 request.spec_token_ids = list(runner_output.spec_token_ids[runner_output.req_id_to_index[req_id]])
-            stopped = False
-            for i, token_id in enumerate(generated):
-                request.append_output_token_ids(token_id)
-                if request.grammar is not None:
-                    request.grammar.accept_token(token_id)
-                if check_stop(request, self.max_model_len):
-                    stopped = True
-                    del generated[i + 1 :]
-                    request.spec_token_ids.clear()
-                    self._free_request(request)
-                    break
+            status_before = request.status
+            generated, stopped = self._update_request_with_output(request, generated)
+            if stopped:
+                request.spec_token_ids.clear()
+                self._free_request(request)
+                stopped_ids.add(req_id)
+                if status_before == RequestStatus.PREEMPTED:
+                    stopped_preempted.add(req_id)
             if generated:
                 new_logprobs = None
                 if runner_output.logprobs is not None and request.sampling_params.logprobs is not None:
@@ -429,10 +435,28 @@ class Scheduler:
                 outputs.append(
                     EngineCoreOutput(req_id, generated, reason, request.stop_reason, new_logprobs, prompt_logprobs)
                 )
-            if not stopped:
-                new_running.append(request)
-        self.running = new_running
+        if stopped_ids:
+            self.running = [r for r in self.running if r.request_id not in stopped_ids]
+        if stopped_preempted:  # stopped by the step that was running when they were preempted
+            self.waiting = deque(r for r in self.waiting if r.request_id not in stopped_preempted)
         return EngineCoreOutputs(outputs, self.make_stats(spec_accepted, spec_decoding_stats))
+
+    def _requests_to_update(self, scheduler_output: SchedulerOutput) -> list[Request]:
+        """The requests whose step outputs ``update_from_output`` applies: the running ones that were scheduled
+        (vLLM 0.8.5). The AsyncScheduler walks the step's scheduled requests instead (vLLM 0.10)."""
+        return [r for r in self.running if scheduler_output.num_scheduled_tokens.get(r.request_id, 0) > 0]
+
+    def _update_request_with_output(self, request: Request, generated: list[int]) -> tuple[list[int], bool]:
+        """Append the sampled tokens one by one, stopping at the first that ends the request (the rest are
+        dropped). Returns the tokens kept and whether the request stopped; the caller frees it."""
+        for i, token_id in enumerate(generated):
+            request.append_output_token_ids(token_id)
+            if request.grammar is not None:
+                request.grammar.accept_token(token_id)
+            if check_stop(request, self.max_model_len):
+                del generated[i + 1 :]
+                return generated, True
+        return generated, False
 
     def make_stats(
         self, spec_accepted: dict[str, int] | None = None, spec_decoding_stats: SpecDecodingStats | None = None

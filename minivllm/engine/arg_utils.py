@@ -75,6 +75,8 @@ HELP = {  # field -> what its flag means; where the default is None, what None m
     "scheduler_reserve_full_isl": "admit a waiting request only if KV blocks for its whole prompt fit now, not just "
     "its first chunk (later vLLM's rule against admit-then-preempt thrash, on by default there; off here as in "
     "vLLM 0.8.5)",
+    "async_scheduling": "schedule step N+1 while step N runs on a worker thread; step N's tokens are applied one "
+    "step late (vLLM 0.10's async scheduling; not with speculative decoding or guided_choice)",
     "num_speculative_tokens": "n-gram (prompt lookup) draft tokens proposed per step; 0 = no speculative decoding",
     "prompt_lookup_max": "longest n-gram looked up in the request's own tokens",
     "prompt_lookup_min": "shortest n-gram looked up in the request's own tokens",

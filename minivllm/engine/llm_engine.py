@@ -7,6 +7,10 @@ one process. One step is: ``schedule()`` (decisions only), ``execute_model()``
 tokens, stops, frees; then the OutputProcessor: text, stop strings, metrics), and
 record (one StepRecord in the trace). Replaying a timed workload is the lab's
 (``minivllm.lab.sim.run.run_workload``).
+
+With ``async_scheduling`` (vLLM 0.10) the engine keeps two steps in flight (``minivllm.engine.batch_queue``):
+each ``step()`` schedules the next step while the previous one runs on a worker thread, then applies the
+oldest step's outputs (``minivllm.core.async_scheduler`` says what changes).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from minivllm.config import EngineConfig, SchedulerConfig
-from minivllm.core.output import SchedulerOutput
+from minivllm.core.async_scheduler import AsyncScheduler
+from minivllm.core.output import ModelRunnerOutput, SchedulerOutput
 from minivllm.core.rollback import RequestError, culprits
 from minivllm.core.scheduler import Scheduler
+from minivllm.engine.batch_queue import BatchQueue
 from minivllm.engine.output_processor import OutputProcessor
 from minivllm.metrics.trace import BlockSnapshot, EngineTrace
 from minivllm.outputs import RequestOutput
@@ -46,7 +52,8 @@ class LLMEngine:
         record_block_pool: bool = False,
         scheduler_cls: type[Scheduler] = Scheduler,
     ) -> None:
-        """``scheduler_cls``: the V1 Scheduler, or a comparison baseline built on it (``minivllm.lab.baselines``)."""
+        """``scheduler_cls``: the V1 Scheduler, or a comparison baseline built on it (``minivllm.lab.baselines``);
+        with ``async_scheduling`` the Scheduler becomes an AsyncScheduler, as vLLM's config picks its class."""
         self.config = config
         if model_runner is None:
             from minivllm.worker.model_runner import ModelRunner
@@ -76,8 +83,17 @@ class LLMEngine:
                 f"({capacity} = (num_gpu_blocks {num_blocks} - 1) x block_size {cc.block_size}); lower "
                 "max_model_len or give the KV cache more blocks (num_gpu_blocks / kv_cache_memory_bytes)."
             )
+        config.verify()  # a config changed after it was built is checked again (async + speculative decoding)
+        if sc.async_scheduling and scheduler_cls is Scheduler:
+            scheduler_cls = AsyncScheduler
+        if sc.async_scheduling and not issubclass(scheduler_cls, AsyncScheduler):
+            raise ValueError(
+                f"async_scheduling=True needs an AsyncScheduler; scheduler_cls={scheduler_cls.__name__} is not one."
+            )
         self.scheduler = scheduler_cls(sc, cc, speculative_config=config.speculative_config)
         self.clock = clock if clock is not None else model_runner.clock
+        # The queue calls the runner through the engine, so a runner swapped in later (a test's wrapper) is used.
+        self.batch_queue = BatchQueue(self._execute_model, self.clock) if sc.async_scheduling else None
         self.trace = EngineTrace(block_size=cc.block_size)
         self.record_block_pool = record_block_pool
         self.output_processor = OutputProcessor(self.tokenizer)
@@ -132,6 +148,12 @@ class LLMEngine:
                 )
         if params.stop and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer; this engine has none: use stop_token_ids.")
+        if self.batch_queue is not None and (params.guided_choice is not None or grammar is not None):
+            raise ValueError(
+                f"request {request_id!r}: guided_choice (structured output) is not supported with "
+                "async_scheduling=True (step N+1's grammar mask would need step N's token); start the engine "
+                "without async_scheduling to use it."
+            )
         if params.guided_choice is not None and grammar is None:
             grammar = self._grammar_compiler().submit(params.guided_choice)  # compiled in the background
         arrival = self.clock.now() if arrival_time is None else arrival_time
@@ -181,7 +203,8 @@ class LLMEngine:
         return new
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished_requests()
+        """Requests waiting or running, or (async scheduling) a step still in flight."""
+        return self.scheduler.has_unfinished_requests() or bool(self.batch_queue)
 
     def get_num_unfinished_requests(self) -> int:
         return self.scheduler.get_num_unfinished_requests()
@@ -189,14 +212,54 @@ class LLMEngine:
     # ------------------------------------------------------------------ one step
     def step(self) -> list[RequestOutput]:
         """One engine iteration: schedule -> execute -> update -> record. Returns the outputs of the requests
-        that got tokens or finished."""
+        that got tokens or finished. With async scheduling, the outputs of the oldest step in flight."""
+        if self.batch_queue is not None:
+            return self._step_async(self.batch_queue)
         scheduler_output = self.scheduler.schedule()
         start = self.clock.now()
         try:
             runner_output = self.model_runner.execute_model(scheduler_output)
         except Exception as e:  # one request's failure stays its own: see minivllm.core.rollback
             return self._roll_back(scheduler_output, e)
-        end = self.clock.now()
+        return self._update(scheduler_output, runner_output, start, self.clock.now())
+
+    def _execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
+        return self.model_runner.execute_model(scheduler_output)
+
+    def _step_async(self, queue: BatchQueue) -> list[RequestOutput]:
+        """vLLM's ``step_with_batch_queue``: schedule while the queue has room (the first call fills it with
+        two steps), then wait for the oldest step and apply its outputs. Step N+1 is scheduled while step N
+        runs, so it sees the outputs up to step N-1 only."""
+        while True:
+            scheduled = False
+            if not queue.full():
+                scheduler_output = self.scheduler.schedule()
+                scheduled = scheduler_output.total_num_scheduled_tokens > 0
+                # An empty step still runs when nothing else would, or to tell the runner who finished.
+                if scheduled or not queue or scheduler_output.finished_req_ids or scheduler_output.preempted_req_ids:
+                    queue.submit(scheduler_output)
+            if not scheduled or queue.full():
+                break
+        scheduler_output, future = queue.pop()
+        try:
+            result = future.result()
+        except Exception as e:  # the steps behind it never ran: undo them all, blame this one
+            return self._roll_back(scheduler_output, e, queue.drain_after_failure())
+        except BaseException:  # Ctrl-C while waiting: the step still runs, apply it next time
+            if not future.done():
+                queue.push_front(scheduler_output, future)
+            else:  # the runner itself raised it: undo the steps in flight, blame nobody, and let it through
+                skipped = queue.drain_after_failure()
+                assert isinstance(self.scheduler, AsyncScheduler)
+                requeued = self.scheduler.roll_back_steps([scheduler_output, *skipped], [], "interrupted")
+                self.model_runner.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
+            raise
+        return self._update(scheduler_output, result.runner_output, result.start, result.end)
+
+    def _update(
+        self, scheduler_output: SchedulerOutput, runner_output: ModelRunnerOutput, start: float, end: float
+    ) -> list[RequestOutput]:
+        """Apply one executed step: scheduler, then outputs (text, stop strings), then the trace."""
         engine_core_outputs = self.scheduler.update_from_output(scheduler_output, runner_output)
         processed = self.output_processor.process_outputs(engine_core_outputs.outputs, scheduler_output, start, end)
         self.scheduler.finish_requests(processed.reqs_to_abort, RequestStatus.FINISHED_STOPPED)  # stop strings
@@ -204,12 +267,18 @@ class LLMEngine:
         self.trace.record_step(scheduler_output, engine_core_outputs, start, end, blocks)
         return processed.request_outputs
 
-    def _roll_back(self, scheduler_output: SchedulerOutput, error: Exception) -> list[RequestOutput]:
-        """The runner failed on ``scheduler_output``: abort the requests it is blamed on, recompute the others."""
+    def _roll_back(
+        self, scheduler_output: SchedulerOutput, error: Exception, skipped: list[SchedulerOutput] | None = None
+    ) -> list[RequestOutput]:
+        """The runner failed on ``scheduler_output``: abort the requests it is blamed on, recompute the others
+        (async scheduling: also those of the ``skipped`` steps queued behind it)."""
         failed = culprits(scheduler_output, error)
         reason = error.message if isinstance(error, RequestError) else f"{type(error).__name__}: {error}"
         logger.warning("step failed (%s); aborting %s, recomputing the rest of the step", reason, failed)
-        requeued = self.scheduler.roll_back_step(scheduler_output, failed, reason)
+        if isinstance(self.scheduler, AsyncScheduler) and skipped is not None:
+            requeued = self.scheduler.roll_back_steps([scheduler_output, *skipped], failed, reason)
+        else:
+            requeued = self.scheduler.roll_back_step(scheduler_output, failed, reason)
         self.model_runner.roll_back({r: self.scheduler.requests[r].num_tokens for r in requeued})
         now = self.clock.now()
         for req_id in failed:

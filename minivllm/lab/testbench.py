@@ -14,10 +14,12 @@ got how many tokens in each step.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from minivllm.config import CacheConfig, SchedulerConfig
+from minivllm.core.async_scheduler import AsyncScheduler
 from minivllm.core.output import EngineCoreOutputs, SchedulerOutput
 from minivllm.core.scheduler import Scheduler
 from minivllm.request import Request
@@ -36,9 +38,11 @@ def make_scheduler(
     block_size: int = 16,
     num_gpu_blocks: int = 100,
     enable_prefix_caching: bool = False,
+    async_scheduling: bool = False,
 ) -> Scheduler:
-    """A Scheduler with a KV cache of ``num_gpu_blocks`` blocks; small defaults, prefix caching off."""
-    return Scheduler(
+    """A Scheduler with a KV cache of ``num_gpu_blocks`` blocks; small defaults, prefix caching off
+    (``async_scheduling``: an AsyncScheduler, as vLLM's config picks)."""
+    return (AsyncScheduler if async_scheduling else Scheduler)(
         SchedulerConfig(
             max_num_batched_tokens=max_num_batched_tokens,
             max_num_seqs=max_num_seqs,
@@ -46,6 +50,7 @@ def make_scheduler(
             long_prefill_token_threshold=long_prefill_token_threshold,
             enable_chunked_prefill=enable_chunked_prefill,
             policy=policy,
+            async_scheduling=async_scheduling,
         ),
         CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks, enable_prefix_caching=enable_prefix_caching),
     )
@@ -78,15 +83,40 @@ def run_steps(
     ``arrivals`` are ``(step, request)`` pairs: a request is added just before the ``schedule()`` of its
     step (counted from 0), requests of the same step in the order given. Between two yields the scheduler
     is as that step left it, so a caller can read its state, or stop early (``break``).
+
+    An AsyncScheduler runs as the async engine does (``LLMEngine``, ``async_scheduling``): two steps in
+    flight, each update applied after the next step was scheduled; a step is numbered by its ``schedule()``.
     """
     runner = FakeModelRunner() if runner is None else runner
     pending = sorted(arrivals, key=lambda arrival: arrival[0])
+    if isinstance(scheduler, AsyncScheduler):
+        yield from _run_steps_async(scheduler, runner, pending, max_steps)
+        return
     num_steps = 0
     while (pending or scheduler.has_unfinished_requests()) and (max_steps is None or num_steps < max_steps):
         while pending and pending[0][0] <= num_steps:
             scheduler.add_request(pending.pop(0)[1])
         yield step(scheduler, runner)
         num_steps += 1
+
+
+def _run_steps_async(
+    scheduler: AsyncScheduler, runner: FakeModelRunner, pending: list[tuple[int, Request]], max_steps: int | None
+) -> Iterator[tuple[SchedulerOutput, EngineCoreOutputs]]:
+    in_flight: deque[SchedulerOutput] = deque()
+    num_scheduled = num_done = 0
+    while (pending or in_flight or scheduler.has_unfinished_requests()) and (max_steps is None or num_done < max_steps):
+        while pending and pending[0][0] <= num_scheduled:
+            scheduler.add_request(pending.pop(0)[1])
+        out = scheduler.schedule()
+        num_scheduled += 1
+        if out.num_scheduled_tokens or not in_flight:  # an empty step runs only when nothing else would
+            in_flight.append(out)
+        if out.num_scheduled_tokens and len(in_flight) < 2:
+            continue  # fill the queue: the next step is scheduled before this one's tokens are known
+        done = in_flight.popleft()
+        yield done, scheduler.update_from_output(done, runner.execute_model(done))
+        num_done += 1
 
 
 def run_table(

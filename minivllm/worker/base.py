@@ -19,7 +19,11 @@ The rules every runner keeps:
    token while the request is still inside its prompt, else the sampled token (plus accepted drafts).
 3. A failure that belongs to one request is raised as ``minivllm.core.rollback.RequestError`` naming it;
    after any failure the engine calls ``roll_back`` with each surviving request's token count.
-4. ``clock`` measures the runner's time: wall time (synchronised with the device), or the simulator's
+4. Async scheduling (``minivllm.core.async_scheduler``): a step may be scheduled before the previous step's
+   sampled tokens reached the scheduler, so a decode's ``new_token_ids`` can lack its input token. The runner
+   supplies it from its own mirror, where each step appends what it sampled (steps run one after the other,
+   on one worker thread); the scheduler's later copy of the token is the same.
+5. ``clock`` measures the runner's time: wall time (synchronised with the device), or the simulator's
    virtual time; the engine stamps every step with it.
 """
 

@@ -5,12 +5,13 @@ mirror of every request (tokens, block table, generator) updated only from
 SchedulerOutput, packs all scheduled tokens into one flat batch, builds the
 varlen metadata, runs the model, and samples one token for each request that
 has caught up with its prompt. A request still inside its prompt gets nothing
-and its generator is not advanced.
+and its generator is not advanced. With async scheduling the mirror also supplies the input token of a
+decode scheduled before the scheduler saw it (vLLM's runner keeps the previous step's sampled ids the same way).
 
 The mirror is two things, as in vLLM: a ``CachedRequestState`` per request and the
 persistent ``InputBatch`` (``minivllm.worker.input_batch``), whose numpy rows give
 the step's input ids and metadata without a Python loop over requests; a step where
-every request just samples (no drafts, grammar or min_tokens) is sampled in one call.
+every request just samples (no drafts, grammar, min_tokens or logprobs) is sampled in one call.
 """
 
 from __future__ import annotations

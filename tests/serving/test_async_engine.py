@@ -76,3 +76,29 @@ def test_bounded_trace_keeps_metrics_consistent(llm):
     first = trace.steps[0].start
     assert all(r.finish_time is None or r.finish_time >= first for r in trace.requests.values())
     assert "vllm:num_requests_running{" in prometheus_text(trace)
+
+
+def test_engine_thread_over_async_scheduling_streams_the_synchronous_tokens(llm, tiny_qwen2):
+    """The server's engine thread drives an engine with async_scheduling (vLLM 0.10) as it drives the
+    synchronous one: the same deltas, one per step, and nothing left in flight after the request ends."""
+    from minivllm import LLM
+
+    async_llm = LLM(model=tiny_qwen2, max_model_len=256, num_gpu_blocks=64, async_scheduling=True)
+    engine = AsyncEngine(async_llm.engine)
+    engine.start()
+    params = SamplingParams(max_tokens=12, temperature=0.0)
+    try:
+
+        async def run():
+            deltas = [d async for d in engine.generate("a", [5, 6, 7, 8], params)]
+            # The step scheduled past the stop may still be in flight: the loop steps it out, with no output.
+            while await engine.call(lambda e: e.has_unfinished_requests()):
+                pass
+            return deltas
+
+        deltas = asyncio.run(run())
+    finally:
+        engine.shutdown()
+    assert [d.num_output_tokens for d in deltas] == list(range(1, 13)) and deltas[-1].finished
+    expected = llm.generate([5, 6, 7, 8], params, use_tqdm=False)[0].outputs[0]
+    assert sum((d.token_ids for d in deltas), []) == expected.token_ids

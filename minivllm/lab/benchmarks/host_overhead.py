@@ -30,12 +30,23 @@ counts only for the inner part):
 
 Numbers are medians over the timed steps, in ms. A benchmark, not a test: they depend on the machine
 and on what else runs on it.
+
+``--async-scheduling`` (vLLM 0.10's async scheduling, ``minivllm.core.async_scheduler``) then times the same
+pure decode steps on an engine with ``async_scheduling=True`` (wall clock, no per-part timers: the parts run
+on two threads), alternating synchronous and async engines for ``--rounds`` rounds. Two measures of the host
+time hidden: ``sync - async`` (wall ms per step; on a loaded machine, noisy), and, steadier, the share of the
+engine thread's host work (``schedule``, ``update_from_output``, output processing, the trace: wall intervals)
+that ran while the worker thread was inside ``execute_model`` (``overlap``, measured in the async run itself).
+Only the engine thread's part can be hidden (``sch+upd`` in the synchronous run); the runner's own host work
+(input preparation, sampling) stays on the worker thread, in series with the model, as in vLLM 0.10.
+The load average of the machine is printed beside the numbers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -127,7 +138,9 @@ def instrument(engine: LLMEngine, clock: Callable[[], int] = time.perf_counter_n
     return timer
 
 
-def make_engine(loaded: Any, batch: int, context: int, steps: int, device: str, dtype: str) -> LLMEngine:
+def make_engine(
+    loaded: Any, batch: int, context: int, steps: int, device: str, dtype: str, async_scheduling: bool = False
+) -> LLMEngine:
     """An engine with room for ``batch`` requests of ``context + steps`` tokens, warmed up by one request."""
     max_len = context + max_new_tokens(batch, context, steps) + 8
     engine = arg_utils.build_engine(
@@ -139,6 +152,7 @@ def make_engine(loaded: Any, batch: int, context: int, steps: int, device: str, 
         max_num_seqs=batch,
         max_model_len=max_len,
         num_gpu_blocks=batch * (max_len // 16 + 2) + 1,
+        async_scheduling=async_scheduling,
     )
     engine.add_request("warmup", list(range(3, 19)), SamplingParams(max_tokens=2, temperature=0.0))
     while engine.has_unfinished_requests():
@@ -214,6 +228,103 @@ def run(
     return rows
 
 
+@dataclass
+class OverlapRow:
+    """Wall ms per pure decode step, synchronous and async engines, one round."""
+
+    batch: int
+    round: int
+    sync_ms: float
+    sync_host_ms: float  # the synchronous step less its model part
+    sync_engine_ms: float  # of which the engine thread's share (schedule + update): what async can hide
+    async_ms: float
+    async_host_ms: float  # the engine thread's host work per step in the async run
+    overlap_pct: float  # of which ran while a step executed on the worker thread
+
+    @property
+    def hidden_ms(self) -> float:
+        return self.sync_ms - self.async_ms
+
+
+def _record_intervals(obj: Any, name: str, out: list[tuple[float, float]]) -> None:
+    """Replace ``obj.name`` by a wrapper appending each call's (start, end) wall time to ``out``."""
+    method = getattr(obj, name)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            out.append((t0, time.perf_counter()))
+
+    setattr(obj, name, recorded)
+
+
+def _overlap(host: list[tuple[float, float]], busy: list[tuple[float, float]]) -> float:
+    """Seconds of the ``host`` intervals covered by the (disjoint) ``busy`` intervals."""
+    return sum(max(0.0, min(h1, b1) - max(h0, b0)) for h0, h1 in host for b0, b1 in busy if b0 < h1 and h0 < b1)
+
+
+def measure_async(engine: LLMEngine, batch: int, context: int, steps: int, seed: int = 0) -> tuple[float, float, float]:
+    """``measure``'s workload on an async engine: median wall ms per step (one executed step per ``step()``),
+    the engine thread's host ms per step, and the % of it that overlapped a step running on the worker."""
+    vocab = engine.vocab_size or 1000
+    g = torch.Generator().manual_seed(seed)
+    params = SamplingParams(max_tokens=max_new_tokens(batch, context, steps), temperature=0.0, ignore_eos=True)
+    for i in range(batch):
+        engine.add_request(f"r{i}", torch.randint(3, vocab, (context,), generator=g).tolist(), params)
+    while not _pure_decode(engine, batch):
+        engine.step()
+    for _ in range(WARMUP_STEPS):
+        engine.step()
+    host: list[tuple[float, float]] = []
+    busy: list[tuple[float, float]] = []
+    for obj, name in ((engine.scheduler, "schedule"), (engine.scheduler, "update_from_output")):
+        _record_intervals(obj, name, host)
+    _record_intervals(engine.output_processor, "process_outputs", host)
+    _record_intervals(engine.trace, "record_step", host)
+    _record_intervals(engine.model_runner, "execute_model", busy)  # called on the worker thread
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter_ns()
+        engine.step()
+        times.append(time.perf_counter_ns() - t0)
+        assert _pure_decode(engine, batch), "a timed step was not a pure decode step of the whole batch"
+    while engine.has_unfinished_requests():  # the worker's intervals are complete once nothing is in flight
+        engine.step()
+    host_s = sum(h1 - h0 for h0, h1 in host)
+    pct = 100.0 * _overlap(host, busy) / host_s if host_s > 0 else 0.0
+    return statistics.median(times) / 1e6, 1e3 * host_s / steps, pct
+
+
+def run_overlap(loaded: Any, batches: tuple[int, ...], context: int, steps: int, device: str, dtype: str, rounds: int):
+    """Per batch size and round: a synchronous engine (timed by parts), then an async one (wall clock)."""
+    rows = []
+    for batch in batches:
+        for r in range(rounds):
+            sync_engine = make_engine(loaded, batch, context, steps, device, dtype)
+            sync_row = measure(sync_engine, batch, context, steps)
+            del sync_engine
+            async_engine = make_engine(loaded, batch, context, steps, device, dtype, async_scheduling=True)
+            async_ms, async_host_ms, overlap_pct = measure_async(async_engine, batch, context, steps)
+            del async_engine
+            sync_host = sync_row.total_ms - sync_row.model_ms
+            engine_ms = sync_row.schedule_ms + sync_row.update_ms
+            rows.append(
+                OverlapRow(batch, r, sync_row.total_ms, sync_host, engine_ms, async_ms, async_host_ms, overlap_pct)
+            )
+    return rows
+
+
+def format_overlap(rows: list[OverlapRow]) -> str:
+    head = f"{'batch':>5} {'round':>5} {'sync':>8} {'host':>8} {'sch+upd':>8} {'async':>8} {'hidden':>8}"
+    lines = [head + f" {'a. host':>8} {'overlap':>7}", "-" * 75]
+    for r in rows:
+        values = (r.sync_ms, r.sync_host_ms, r.sync_engine_ms, r.async_ms, r.hidden_ms, r.async_host_ms)
+        lines.append(f"{r.batch:>5} {r.round:>5} " + " ".join(f"{v:8.3f}" for v in values) + f" {r.overlap_pct:6.1f}%")
+    return "\n".join(lines)
+
+
 def format_table(rows: list[Row]) -> str:
     head = f"{'batch':>5} {'total':>7} {'sched':>7} {'inputs':>7} {'model':>7} {'sample':>7} {'update':>7}"
     lines = [head + f" {'other':>7} {'% host':>6}", "-" * 66]
@@ -235,10 +346,26 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1: no OpenMP waits on a busy box)")
     ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="thread: CPU time of this thread")
     ap.add_argument("--output-json", default=None)
+    ap.add_argument("--async-scheduling", action="store_true", help="also time async engines: the host time hidden")
+    ap.add_argument("--rounds", type=int, default=2, help="with --async-scheduling: sync/async rounds per batch")
     args = ap.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     batches = tuple(args.batches)
+    if args.async_scheduling:
+        with tempfile.TemporaryDirectory() as tmp:
+            loaded = load(args.model, args.num_layers, args.device, args.dtype, tmp)
+            overlap = run_overlap(loaded, batches, args.context, args.steps, args.device, args.dtype, args.rounds)
+        load_avg = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(
+            f"wall ms per decode step (median of {args.steps}), device {args.device}, "
+            f"{torch.get_num_threads()} CPU threads, load average {load_avg} (1, 5, 15 min) on {os.cpu_count()} CPUs"
+        )
+        print(format_overlap(overlap))
+        if args.output_json:
+            with open(args.output_json, "w") as f:
+                json.dump({"load_average": os.getloadavg(), "rows": [asdict(r) for r in overlap]}, f, indent=2)
+        return []
     rows = run(
         args.model, args.num_layers, args.device, args.dtype, batches, args.context, args.steps, clock=args.clock
     )

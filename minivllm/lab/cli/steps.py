@@ -3,7 +3,9 @@
 ``python -m minivllm steps`` runs a small workload through the real Scheduler
 with the fake runner (no model) and prints it. Each cell is ``P<n>`` for n
 prompt tokens (a prefill chunk), ``D<n>`` for a decode step (1 token plus any
-drafts), ``--`` for a request preempted in that step.
+drafts), ``--`` for a request preempted in that step. ``--async-scheduling``: the AsyncScheduler, two steps in
+flight (a row is printed when its step's tokens are applied, one step after the next was scheduled); a cell in
+parentheses is work for a request that had already stopped: its token is discarded (the stop was found late).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from minivllm.config import CacheConfig, SchedulerConfig
+from minivllm.core.async_scheduler import AsyncScheduler
 from minivllm.core.output import SchedulerOutput
 from minivllm.core.scheduler import Scheduler
 from minivllm.lab.testbench import run_steps
@@ -56,11 +59,15 @@ def run_step_table(
 
     note_waiting()
     rows: list[StepRow] = []
+    stopped: set[str] = set()
     for out, result in run_steps(scheduler, arrivals=arrivals, max_steps=max_steps):
+        cells = describe_step(out, prompt_lens)
+        cells.update({r: f"({c})" for r, c in cells.items() if r in stopped})  # async: scheduled past its stop
+        stopped.update(o.request_id for o in result.outputs if o.finished)
         rows.append(
             StepRow(
                 step=len(rows),
-                cells=describe_step(out, prompt_lens),
+                cells=cells,
                 used=out.total_num_scheduled_tokens,
                 budget=out.token_budget,
                 waiting=len(scheduler.waiting),
@@ -98,16 +105,18 @@ def demo(
     long_prefill_token_threshold: int = 0,
     enable_chunked_prefill: bool = True,
     num_gpu_blocks: int = 24,
+    async_scheduling: bool = False,
 ) -> str:
     """Three decoding chats, then a long prompt lands among them (§11.1's scene, in tokens)."""
     max_model_len = 256
-    scheduler = Scheduler(
+    scheduler = (AsyncScheduler if async_scheduling else Scheduler)(
         SchedulerConfig(
             max_num_batched_tokens=max(max_num_batched_tokens, 0 if enable_chunked_prefill else 256),
             max_num_seqs=8,
             max_model_len=max_model_len,
             long_prefill_token_threshold=long_prefill_token_threshold,
             enable_chunked_prefill=enable_chunked_prefill,
+            async_scheduling=async_scheduling,
         ),
         CacheConfig(block_size=16, num_gpu_blocks=num_gpu_blocks, enable_prefix_caching=True),
     )
@@ -128,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long-prefill-token-threshold", type=int, default=0)
     parser.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--num-gpu-blocks", type=int, default=24)
+    parser.add_argument("--async-scheduling", action="store_true", help="two steps in flight (vLLM 0.10)")
     args = parser.parse_args(argv)
     try:
         print(
@@ -136,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.long_prefill_token_threshold,
                 args.enable_chunked_prefill,
                 args.num_gpu_blocks,
+                args.async_scheduling,
             )
         )
     except ValueError as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from minivllm.lab.benchmarks.host_overhead import PARTS, StepTimer, main
+from minivllm.lab.benchmarks.host_overhead import PARTS, StepTimer, _overlap, main
 
 
 def test_rows_parts_and_json(tiny_qwen2, capsys, tmp_path):
@@ -50,3 +50,25 @@ def test_timer_counts_nested_calls_once():
     assert timer.times["update"] >= 2_000_000  # outer's own sleep, without the inner calls
     assert timer.times["update"] + timer.times["model"] <= wall
     assert timer.times["schedule"] == 0
+
+
+def test_async_scheduling_rows_and_json(tiny_qwen2, capsys, tmp_path):
+    out = tmp_path / "overlap.json"
+    args = ["--model", tiny_qwen2, "--context", "40", "--steps", "5", "--batches", "1", "3", "--rounds", "1"]
+    main([*args, "--threads", "1", "--async-scheduling", "--output-json", str(out)])
+    printed = capsys.readouterr().out.splitlines()
+    assert "load average" in printed[0]
+    data = json.loads(out.read_text())
+    assert len(data["load_average"]) == 3
+    rows = data["rows"]
+    assert [(r["batch"], r["round"]) for r in rows] == [(1, 0), (3, 0)]
+    for r in rows:
+        assert r["sync_ms"] > 0 and r["async_ms"] > 0 and r["async_host_ms"] > 0, r
+        assert 0.0 <= r["overlap_pct"] <= 100.0, r
+
+
+def test_overlap_counts_only_the_covered_part_of_each_host_interval():
+    busy = [(1.0, 2.0), (3.0, 4.0)]
+    assert _overlap([(0.5, 1.5)], busy) == 0.5
+    assert _overlap([(1.5, 3.5)], busy) == 1.0  # half of each busy interval
+    assert _overlap([(2.0, 3.0), (4.5, 5.0)], busy) == 0.0
