@@ -67,6 +67,7 @@ class TorchPlan:
     requests: list[RequestPlan]  # every request in batch order (with the kernel: the prompts and chunks only)
     decode: list[DecodePlan]  # the "decode" requests again, in one or two batches: forward attends them there
     kernel: KernelDecode | None = None  # instead of ``decode`` when the C++ kernel attends the decodes
+    all_slots_valid: bool | None = None  # no -1 among the real tokens' slots (checked once per step, on CPU)
 
 
 def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
@@ -173,7 +174,9 @@ class TorchAttentionBackend(AttentionBackend):
     def prepare(self, meta: AttentionMetadata) -> None:
         # The kernel is built at its first use in forward(), where q's dtype and head size are known.
         kernel = meta.block_table.device.type == "cpu" and not cpu_decode_kernel.unavailable(self.decode_kernel)
-        meta.plan = build_torch_plan(meta, kernel)
+        meta.plan = plan = build_torch_plan(meta, kernel)
+        if meta.slot_mapping.device.type == "cpu":  # one check per step instead of one per layer (a sync on CUDA)
+            plan.all_slots_valid = bool((meta.slot_mapping[: meta.num_actual_tokens] >= 0).all())
 
     def forward(
         self,
@@ -188,13 +191,12 @@ class TorchAttentionBackend(AttentionBackend):
             self.prepare(meta)
         plan = meta.plan
         assert isinstance(plan, TorchPlan)  # prepare() built it; tells the type checker
-        write_kv_cache(k, v, kv_cache, meta.slot_mapping)
-        _, num_blocks, block_size, num_kv_heads, head_dim = kv_cache.shape
-        k_flat = kv_cache[0].reshape(num_blocks * block_size, num_kv_heads, head_dim)
-        v_flat = kv_cache[1].reshape(num_blocks * block_size, num_kv_heads, head_dim)
-        gqa = q.shape[1] != num_kv_heads
+        # (k.shape[0] is num_actual_tokens here unless the runner pads: then the padding slots are -1, checked.)
+        all_valid = plan.all_slots_valid if k.shape[0] == meta.num_actual_tokens else None
+        write_kv_cache(k, v, kv_cache, meta.slot_mapping, all_valid)
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
-        out[meta.num_actual_tokens :] = 0  # padding rows
+        if q.shape[0] > meta.num_actual_tokens:
+            out[meta.num_actual_tokens :] = 0  # padding rows
         if plan.kernel is not None:
             kd = plan.kernel
             use = cpu_decode_kernel.supports(q, kv_cache)
@@ -205,6 +207,12 @@ class TorchAttentionBackend(AttentionBackend):
                 paged_decode(q, kv_cache, out, kd.rows, kd.reqs, kd.block_table, kd.seq_lens, scale)
         for dp in plan.decode:
             _decode_attention(q, kv_cache, dp, scale, out)
+        if all(rp.kind == "decode" for rp in plan.requests):
+            return out  # a pure decode step: nothing left for SDPA
+        _, num_blocks, block_size, num_kv_heads, head_dim = kv_cache.shape
+        k_flat = kv_cache[0].reshape(num_blocks * block_size, num_kv_heads, head_dim)
+        v_flat = kv_cache[1].reshape(num_blocks * block_size, num_kv_heads, head_dim)
+        gqa = q.shape[1] != num_kv_heads
         for rp in plan.requests:
             if rp.kind == "decode":
                 continue  # done above, in the batched call

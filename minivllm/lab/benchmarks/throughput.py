@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import torch
 
@@ -174,6 +175,7 @@ def _decode_kernel_used(device: torch.device) -> str:
 def _run_one(kind: str, opts: dict) -> dict:
     """Run one engine on the seeded workload; return its time, outputs and (minivllm) step split."""
     from minivllm.model.loader import load_model
+    from minivllm.worker.model_runner import ModelRunner
 
     if opts.get("threads"):
         torch.set_num_threads(opts["threads"])
@@ -186,14 +188,17 @@ def _run_one(kind: str, opts: dict) -> dict:
     if kind.startswith("minivllm"):
         gemm = "torch" if kind == "minivllm-torch-gemm" else "auto"
         t, outs, engine, step_times = run_minivllm(loaded, prompts, n, opts["budget"], device, cpu_gemm=gemm)
+        runner = engine.model_runner
+        if not isinstance(runner, ModelRunner):  # run_minivllm builds the real runner (it has cpu_gemm)
+            raise TypeError(f"run_minivllm built a {type(runner).__name__}, not a ModelRunner.")
         steps = engine.trace.steps[-len(step_times) :]  # one record per timed step
         prompt_steps = [s for s in steps if s.prefill_tokens]
-        split = {
+        split: dict[str, Any] = {
             "num_steps": len(steps),
             "prompt_steps": len(prompt_steps),
             "prompt_steps_s": sum(d for s, d in zip(steps, step_times) if s.prefill_tokens),
             "decode_steps_s": sum(d for s, d in zip(steps, step_times) if not s.prefill_tokens),
-            "cpu_gemm": engine.model_runner.cpu_gemm,
+            "cpu_gemm": runner.cpu_gemm,
             "decode_kernel": _decode_kernel_used(device),
         }
         split["decode_step_ms"] = 1e3 * split["decode_steps_s"] / max(1, split["num_steps"] - split["prompt_steps"])
