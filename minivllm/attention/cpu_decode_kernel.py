@@ -5,25 +5,29 @@ path (:mod:`minivllm.attention.torch_backend`) first gathers the context out of 
 ``[B, Hkv, max L, D]`` block and then calls SDPA over it, so it moves the keys twice and attends to padding.
 This kernel reads each key and value row once, straight from the pages through the block table, as vLLM's CPU
 backend does with its own C++ kernel (``paged_attention_v1`` in ``csrc/cpu/attention.cpp``, releases up to
-0.8.5; later ones use ``csrc/cpu/cpu_attn*``). Per (decode request, KV head), in parallel over torch's threads:
+0.8.5; later ones use ``csrc/cpu/cpu_attn*``). Per decode request, in parallel over torch's threads:
 
-1. scores ``s[g, j] = scale * q_g . k_j`` for the ``Hq / Hkv`` query heads ``g`` that share the KV head (GQA:
-   each key is read once for the whole group) and every visible position ``j < seq_len``;
+1. scores ``s[h, j] = scale * q_h . k_j`` for every query head ``h`` and visible position ``j < seq_len``; a
+   page holds ``[block_size, Hkv, D]`` contiguously, so it is read front to back, and each key row serves the
+   ``Hq / Hkv`` query heads that share it (GQA) while the next page is prefetched;
 2. an exact softmax per query head (max first, then ``exp``), all in fp32;
-3. ``out_g = sum_j p[g, j] v_j / sum_j p[g, j]``, accumulated in fp32, written in the model dtype.
+3. ``out_h = sum_j p[h, j] v_j / sum_j p[h, j]``, accumulated in fp32, written in the model dtype.
 
-The scores of a request stay in a ``[group, seq_len]`` fp32 buffer, so the max is known before any ``exp``
-(two passes rather than FlashAttention's online rescaling: at decode sizes the buffer fits in the L2 cache).
-The cache may be fp32, bf16 or fp16 (q, cache and out share one dtype). Sums use 16 fixed lanes in a fixed
-order, so a result does not depend on the thread count or the CPU's vector width (it may differ from SDPA's
-in the last bits: ``tests/attention/test_cpu_paged_decode.py`` compares the two within fp32 rounding).
+The scores of a request stay in an ``[Hq, seq_len]`` fp32 buffer, so the max is known before any ``exp`` (two
+passes rather than FlashAttention's online rescaling: at decode sizes the buffer fits in the L2 cache).
+The cache may be fp32, bf16 or fp16 (q, cache and out share one dtype). One request is computed by one thread,
+and its sums run in 16 fixed lanes without FMA contraction, so its result depends neither on the thread count
+nor on the vector width the CPU picked (AVX-512, AVX2 or SSE builds of the same loop). It may differ from SDPA's
+in the last bits: ``tests/attention/test_cpu_paged_decode.py`` compares the two within fp32 rounding.
 
-It is compiled at first use with :func:`torch.utils.cpp_extension.load_inline` (a C++ compiler, the Python
-headers and ``ninja``, which requirements.txt installs) and cached in torch's extension directory
-(``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``): the first build takes tens of seconds, a later
-process loads it in well under one. ``MINIVLLM_CPU_DECODE_KERNEL`` chooses: ``auto`` (unset) uses it when it
-builds and otherwise logs one line and keeps the torch path; ``1`` requires it (an error if it cannot be built);
-``0`` never builds it (the torch path, which is also the kernel's test oracle).
+It is compiled at first use with :func:`torch.utils.cpp_extension.load_inline` (a C++ compiler and ``ninja``,
+which requirements.txt installs; only ATen headers, no pybind11) and cached in torch's extension directory
+(``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``): the first build takes ~10-15 s of CPU
+(once per fresh home directory), a later process loads it in ~0.1 s. ``MINIVLLM_CPU_DECODE_KERNEL`` chooses:
+``auto`` (unset) uses it on Linux when it builds and otherwise logs one line and keeps the torch path (on macOS
+and Windows, whose compilers want other OpenMP and attribute spellings, ``auto`` keeps the torch path without
+trying); ``1`` requires it (an error if it cannot be built); ``0`` never builds it (the torch path, which is
+also the kernel's test oracle).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import functools
 import importlib
 import logging
 import os
+import platform
 import shutil
 import sys
 from collections.abc import Callable
@@ -269,13 +274,15 @@ def _load_or_none() -> PagedDecode | None:
 
 
 def unavailable(mode: str) -> bool:
-    """True when ``get_paged_decode(mode)`` is known to give None: mode ``0``, or an ``auto`` build that failed."""
+    """True when ``get_paged_decode(mode)`` is known to give None: ``0``; ``auto`` off Linux or after a failed build."""
+    if mode == "auto" and platform.system() != "Linux":
+        return True
     return mode == "0" or (mode == "auto" and _load_or_none.cache_info().currsize > 0 and _load_or_none() is None)
 
 
 def get_paged_decode(mode: str) -> PagedDecode | None:
     """The compiled kernel in mode ``auto``/``1`` (built at the first call), or None for the torch path."""
-    if mode == "0":
+    if unavailable(mode):
         return None
     if mode == "1":
         try:
