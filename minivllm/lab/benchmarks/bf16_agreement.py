@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[int]]:
     if loaded.tokenizer is not None and loaded.tokenizer.chat_template:
         for text in CHATS:
             msgs = [{"role": "user", "content": text}]
-            ids = loaded.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-            prompts.append(list(ids["input_ids"] if isinstance(ids, dict) else ids))
+            chat = loaded.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+            prompts.append(list(loaded.tokenizer(str(chat), add_special_tokens=False)["input_ids"]))
             labels.append(text[:34])
     randoms = (
         make_prompts(args.num_random, min(32, args.max_prompt), args.max_prompt, loaded.arch.vocab_size, 0)
