@@ -202,7 +202,9 @@ class TorchAttentionBackend(AttentionBackend):
             use = cpu_decode_kernel.supports(q, kv_cache)
             paged_decode = cpu_decode_kernel.get_paged_decode(self.decode_kernel) if use else None
             if paged_decode is None:  # not built, or a dtype or head size it does not take: this step's torch plan
-                plan = meta.plan = build_torch_plan(meta)
+                valid, plan = plan.all_slots_valid, build_torch_plan(meta)
+                plan.all_slots_valid = valid
+                meta.plan = plan
             else:
                 paged_decode(q, kv_cache, out, kd.rows, kd.reqs, kd.block_table, kd.seq_lens, scale)
         for dp in plan.decode:
