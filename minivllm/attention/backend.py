@@ -47,11 +47,21 @@ class AttentionBackend(ABC):
         """
 
 
-def write_kv_cache(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-    """Store new K/V rows at their physical slots (``vllm`` ``reshape_and_cache_flash``); -1 = skip."""
+def write_kv_cache(
+    k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor, all_valid: bool | None = None
+) -> None:
+    """Store new K/V rows at their physical slots (``vllm`` ``reshape_and_cache_flash``); -1 = skip.
+
+    ``all_valid``: whether every one of the ``k.shape[0]`` slots is >= 0, when the caller knows it already (the
+    torch backend's plan checks once per step, not once per layer); None: checked here.
+    """
     num_slots = kv_cache.shape[1] * kv_cache.shape[2]
     flat = kv_cache.view(2, num_slots, kv_cache.shape[3], kv_cache.shape[4])
     slots = slot_mapping[: k.shape[0]]
+    if all_valid is True and slots.device.type != "cuda":
+        flat[0].index_copy_(0, slots, k.to(kv_cache.dtype))
+        flat[1].index_copy_(0, slots, v.to(kv_cache.dtype))
+        return
     valid = slots >= 0
     # A boolean index syncs on CUDA; the Triton backend has its own writer that needs no sync.
     if slots.device.type == "cuda" or not bool(valid.all()):

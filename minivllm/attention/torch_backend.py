@@ -12,6 +12,10 @@ by every layer. Each request is one of three kinds (derived, never stored by the
   (SDPA's ``is_causal`` is top-left aligned and would be wrong here).
 
 Gather indices cover exactly ``L`` positions per request, so padded block-table entries are never read.
+
+On a CPU the decodes go instead to a small C++ kernel when it builds (:mod:`minivllm.attention.cpu_decode_kernel`,
+``MINIVLLM_CPU_DECODE_KERNEL``): it reads K/V straight from the pages, with no gather and no padding. The torch
+decode path above is its oracle and its fallback.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from itertools import accumulate
 import torch
 import torch.nn.functional as F
 
+from minivllm.attention import cpu_decode_kernel
 from minivllm.attention.backend import AttentionBackend, write_kv_cache
 from minivllm.attention.metadata import AttentionMetadata
 
@@ -48,9 +53,21 @@ class DecodePlan:
 
 
 @dataclass
+class KernelDecode:
+    """The one-token requests of a step, for the C++ kernel: it reads their pages itself."""
+
+    rows: torch.Tensor  # int64 [B]: the query row of each decode in the flat batch
+    reqs: torch.Tensor  # int64 [B]: its request index (row of block_table, entry of seq_lens)
+    block_table: torch.Tensor  # int32 [R, max_blocks], unit stride along a row
+    seq_lens: torch.Tensor  # int32 [R], contiguous
+
+
+@dataclass
 class TorchPlan:
-    requests: list[RequestPlan]  # every request, in batch order
+    requests: list[RequestPlan]  # every request in batch order (with the kernel: the prompts and chunks only)
     decode: list[DecodePlan]  # the "decode" requests again, in one or two batches: forward attends them there
+    kernel: KernelDecode | None = None  # instead of ``decode`` when the C++ kernel attends the decodes
+    all_slots_valid: bool | None = None  # no -1 among the real tokens' slots (checked once per step, on CPU)
 
 
 def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
@@ -65,11 +82,18 @@ def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
     return pages * meta.block_size + pos % meta.block_size
 
 
-def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
-    """The per-step plan: one batched index computation, then cheap per-request views."""
+def build_torch_plan(meta: AttentionMetadata, kernel: bool = False) -> TorchPlan:
+    """The per-step plan: one batched index computation, then cheap per-request views.
+
+    ``kernel``: the decodes go to the C++ kernel (no gather indices for them); the rest as without it.
+    """
+    qsl = meta.query_start_loc_cpu
+    if kernel:
+        decode_reqs = [r for r in range(meta.num_reqs) if qsl[r + 1] - qsl[r] == 1]
+        if len(decode_reqs) == meta.num_reqs:  # a pure decode step: no SDPA call, no gather indices
+            return TorchPlan([], [], _kernel_decode(meta, decode_reqs))
     all_slots = visible_slots(meta)
     slots = torch.split(all_slots, meta.seq_lens_cpu)  # typed, unlike Tensor.split
-    qsl = meta.query_start_loc_cpu
     device = meta.block_table.device
     requests = []
     decodes: list[int] = []
@@ -79,14 +103,28 @@ def build_torch_plan(meta: AttentionMetadata) -> TorchPlan:
         if q_len == 1:
             kind = "decode"
             decodes.append(r)
+            if kernel:
+                continue
         elif q_len == seq_len:
             kind = "causal"
         else:
             kind = "chunk"
             mask = torch.ones(q_len, seq_len, dtype=torch.bool, device=device).tril(seq_len - q_len)
         requests.append(RequestPlan(qsl[r], qsl[r + 1], kind, slots[r], mask))
+    if kernel:
+        return TorchPlan(requests, [], _kernel_decode(meta, decodes) if decodes else None)
     runs = _Runs(all_slots, list(accumulate(meta.seq_lens_cpu, initial=0)))
     return TorchPlan(requests, _decode_groups(meta, decodes, runs))
+
+
+def _kernel_decode(meta: AttentionMetadata, decodes: list[int]) -> KernelDecode:
+    """Rows and request indices of the decodes; the tables in the kernel's layout (no copy when they already are)."""
+    device = meta.block_table.device
+    rows = torch.tensor([meta.query_start_loc_cpu[r] for r in decodes], dtype=torch.int64, device=device)
+    table = meta.block_table.to(torch.int32)
+    table = table if table.stride(-1) == 1 else table.contiguous()
+    reqs = torch.tensor(decodes, dtype=torch.int64, device=device)
+    return KernelDecode(rows, reqs, table, meta.seq_lens.to(torch.int32).contiguous())
 
 
 @dataclass
@@ -129,8 +167,16 @@ class TorchAttentionBackend(AttentionBackend):
 
     name = "torch"
 
+    def __init__(self, decode_kernel: str | None = None) -> None:
+        """``decode_kernel``: the CPU decode kernel's mode, auto, 0 or 1 (None: ``MINIVLLM_CPU_DECODE_KERNEL``)."""
+        self.decode_kernel = cpu_decode_kernel.kernel_mode(decode_kernel)
+
     def prepare(self, meta: AttentionMetadata) -> None:
-        meta.plan = build_torch_plan(meta)
+        # The kernel is built at its first use in forward(), where q's dtype and head size are known.
+        kernel = meta.block_table.device.type == "cpu" and not cpu_decode_kernel.unavailable(self.decode_kernel)
+        meta.plan = plan = build_torch_plan(meta, kernel)
+        if meta.slot_mapping.device.type == "cpu":  # one check per step instead of one per layer (a sync on CUDA)
+            plan.all_slots_valid = bool((meta.slot_mapping[: meta.num_actual_tokens] >= 0).all())
 
     def forward(
         self,
@@ -145,15 +191,30 @@ class TorchAttentionBackend(AttentionBackend):
             self.prepare(meta)
         plan = meta.plan
         assert isinstance(plan, TorchPlan)  # prepare() built it; tells the type checker
-        write_kv_cache(k, v, kv_cache, meta.slot_mapping)
+        # (k.shape[0] is num_actual_tokens here unless the runner pads: then the padding slots are -1, checked.)
+        all_valid = plan.all_slots_valid if k.shape[0] == meta.num_actual_tokens else None
+        write_kv_cache(k, v, kv_cache, meta.slot_mapping, all_valid)
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
+        if q.shape[0] > meta.num_actual_tokens:
+            out[meta.num_actual_tokens :] = 0  # padding rows
+        if plan.kernel is not None:
+            kd = plan.kernel
+            use = cpu_decode_kernel.supports(q, kv_cache)
+            paged_decode = cpu_decode_kernel.get_paged_decode(self.decode_kernel) if use else None
+            if paged_decode is None:  # not built, or a dtype or head size it does not take: this step's torch plan
+                valid, plan = plan.all_slots_valid, build_torch_plan(meta)
+                plan.all_slots_valid = valid
+                meta.plan = plan
+            else:
+                paged_decode(q, kv_cache, out, kd.rows, kd.reqs, kd.block_table, kd.seq_lens, scale)
+        for dp in plan.decode:
+            _decode_attention(q, kv_cache, dp, scale, out)
+        if all(rp.kind == "decode" for rp in plan.requests):
+            return out  # a pure decode step: nothing left for SDPA
         _, num_blocks, block_size, num_kv_heads, head_dim = kv_cache.shape
         k_flat = kv_cache[0].reshape(num_blocks * block_size, num_kv_heads, head_dim)
         v_flat = kv_cache[1].reshape(num_blocks * block_size, num_kv_heads, head_dim)
         gqa = q.shape[1] != num_kv_heads
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
-        out[meta.num_actual_tokens :] = 0  # padding rows
-        for dp in plan.decode:
-            _decode_attention(q, kv_cache, dp, scale, out)
         for rp in plan.requests:
             if rp.kind == "decode":
                 continue  # done above, in the batched call

@@ -62,11 +62,18 @@ def rope_inv_freq(arch: LlamaArchConfig) -> Tensor:
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate-half RoPE: x [T, H, D], cos/sin [T, D/2] already in x's dtype."""
+    """Rotate-half RoPE: x [T, H, D], cos/sin [T, 1, D/2] (or [T, D/2]) already in x's dtype.
+
+    The same products and sums as HF's ``x * cos + rotate_half(x) * sin`` (``a + (-b) * s`` is ``a - b * s``
+    exactly in IEEE arithmetic), written into one output instead of a ``cat`` of two temporaries.
+    """
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    c, s = cos[:, None, :], sin[:, None, :]
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+    c, s = (cos, sin) if cos.dim() == 3 else (cos[:, None, :], sin[:, None, :])
+    out = torch.empty_like(x)
+    torch.sub(x1 * c, x2 * s, out=out[..., :half])
+    torch.add(x2 * c, x1 * s, out=out[..., half:])
+    return out
 
 
 class LlamaAttention(nn.Module):
@@ -177,8 +184,8 @@ class LlamaForCausalLM(nn.Module):
         ``kv_caches`` is ``[num_layers, 2, num_blocks, block_size, Hkv, D]``; layer i uses ``kv_caches[i]``.
         """
         x = self.embed_tokens(input_ids)
-        cos = self.cos_cache[positions].to(x.dtype)
-        sin = self.sin_cache[positions].to(x.dtype)
+        cos = self.cos_cache[positions].to(x.dtype)[:, None, :]  # [T, 1, D/2]: broadcast over heads, once a step
+        sin = self.sin_cache[positions].to(x.dtype)[:, None, :]
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, kv_caches[i], meta, backend)
         return self.norm(x)

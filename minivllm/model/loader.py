@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from minivllm.model.config import LlamaArchConfig
+from minivllm.model.cpu_features import check_cpu_dtype
 from minivllm.model.llama import LlamaForCausalLM
 
 DTYPES: dict[str, torch.dtype] = {
@@ -142,6 +143,7 @@ def load_model(
     """Load "smollm2", a local HF folder or a hub id (Llama / Qwen2 / Mistral) as a flat-token model."""
     torch_dtype = resolve_dtype(dtype)
     device = torch.device(device)
+    check_cpu_dtype(torch_dtype, device.type)  # bf16 without AVX512_BF16/AMX: one warning, then on as asked
     folder = resolve_model_folder(model)
     arch = LlamaArchConfig.from_folder(folder)
     files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))

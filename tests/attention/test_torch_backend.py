@@ -8,7 +8,7 @@ import torch
 from minivllm.attention import TorchAttentionBackend, build_attention_metadata, get_attn_backend, write_kv_cache
 from minivllm.attention.torch_backend import TorchPlan
 
-BACKEND = TorchAttentionBackend()
+BACKEND = TorchAttentionBackend("0")  # the torch path itself (the C++ decode kernel: test_cpu_paged_decode.py)
 
 
 def check(case, atol: float, rtol: float = 0.0) -> None:

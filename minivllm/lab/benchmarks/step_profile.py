@@ -14,7 +14,7 @@ from minivllm.sampling_params import SamplingParams
 
 OP_GROUPS = (  # (label, substrings of profiler op names), first match wins
     ("linear layers (GEMM)", ("linear", "addmm", "aten::mm", "matmul")),
-    ("attention (SDPA)", ("attention",)),
+    ("attention (SDPA, C++ decode kernel)", ("attention", "paged_decode")),
     ("KV cache gather/write", ("index_select", "index_copy")),
     ("elementwise (norm, RoPE, SiLU, residual)", ("norm", "mul", "add", "silu", "pow", "mean", "rsqrt", "cat", "sub")),
 )

@@ -14,6 +14,13 @@ HF then also benefits from minivllm's process-wide malloc tuning), after a short
 output is compared token for token with minivllm's. Then it says where minivllm's time went:
 steps that carried prompt tokens against pure decode steps (and, with ``--profile``, which
 operators). ``--ablate-cpu-gemm`` adds a minivllm run with PyTorch's own GEMM instead of oneDNN.
+``--repeats N`` (default 3) runs the engines N times, alternating, and reports the median speed-up (the table
+shows the median run). ``--threads 1 --clock process`` measures CPU time, for a machine shared with other work.
+``--dtype bfloat16`` runs minivllm and HF in bf16 (CPUs with AVX512_BF16 or AMX; outputs then agree mostly, not
+by contract); ``--decode-kernel 0/1`` sets ``MINIVLLM_CPU_DECODE_KERNEL`` (the C++ decode attention; default auto).
+The decode steps are set against the memory roofline: every weight read once per step,
+``weight bytes / bandwidth``, the bandwidth measured in minivllm's process (the best of a few passes over a
+256 MB buffer, with the engine's threads) unless ``--bandwidth-gbs`` states it.
 A benchmark, not a test: the numbers depend on the machine and on what else runs on it.
 """
 
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import torch
 
@@ -34,6 +42,11 @@ from minivllm.engine import arg_utils
 from minivllm.engine.llm_engine import LLMEngine
 from minivllm.lab.benchmarks.step_profile import profile_steps
 from minivllm.sampling_params import SamplingParams
+
+# "wall": elapsed time. "process": this process's CPU time, every thread: on a shared machine it leaves out the
+# time other processes held the cores (with --threads 1 it is the work done; more threads add their spin-waits).
+CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
+CLOCK = [time.perf_counter]  # the clock of this process's runs (set by _run_one)
 
 
 def make_prompts(num: int, low: int, high: int, vocab: int, seed: int) -> list[list[int]]:
@@ -43,13 +56,13 @@ def make_prompts(num: int, low: int, high: int, vocab: int, seed: int) -> list[l
 
 
 def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto") -> LLMEngine:
-    """An fp32 engine with room for every request of the workload at once, warmed up by one tiny request."""
+    """An engine in the loaded weights' dtype with room for every request at once, warmed up by one tiny request."""
     max_len = max(map(len, prompts)) + new_tokens
     engine = arg_utils.build_engine(
         loaded=loaded,
         model=loaded.hf_folder,
         device=str(device),
-        dtype="float32",
+        dtype=str(next(loaded.model.parameters()).dtype).removeprefix("torch."),  # the loaded weights' (fp32 here)
         cpu_gemm=cpu_gemm,
         max_num_batched_tokens=budget,
         max_num_seqs=len(prompts),
@@ -65,16 +78,20 @@ def build_engine(loaded, prompts, new_tokens, budget, device, attention_backend=
 
 def run_minivllm(
     loaded, prompts, new_tokens, budget, device, attention_backend="auto", cpu_gemm="auto"
-) -> tuple[float, list, LLMEngine]:
+) -> tuple[float, list, LLMEngine, list[float]]:
+    """Seconds, outputs, the engine and each step's seconds (on ``CLOCK``)."""
     engine = build_engine(loaded, prompts, new_tokens, budget, device, attention_backend, cpu_gemm)
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
-    t0 = engine.clock.now()
+    t0 = CLOCK[0]()
     for i, p in enumerate(prompts):
         engine.add_request(str(i), p, params)
+    step_times = []
     while engine.has_unfinished_requests():
+        s = CLOCK[0]()
         engine.step()
-    elapsed = engine.clock.now() - t0
-    return elapsed, [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], engine
+        step_times.append(CLOCK[0]() - s)
+    elapsed = CLOCK[0]() - t0
+    return elapsed, [engine.outputs[str(i)].outputs[0].token_ids for i in range(len(prompts))], engine, step_times
 
 
 def hf_model(folder: str, device, dtype=torch.float32):
@@ -98,7 +115,7 @@ def run_hf_static(hf, prompts, new_tokens, batch_size, device) -> tuple[float, l
     hf.generate(torch.tensor([prompts[0][:16]], device=device), generation_config=gen)  # warm-up
     outs = []
     sync(device)
-    t0 = time.perf_counter()
+    t0 = CLOCK[0]()
     for start in range(0, len(prompts), batch_size):
         batch = prompts[start : start + batch_size]
         width = max(map(len, batch))
@@ -107,7 +124,7 @@ def run_hf_static(hf, prompts, new_tokens, batch_size, device) -> tuple[float, l
         out = hf.generate(ids, attention_mask=mask, generation_config=gen)
         outs += out[:, width:].tolist()
     sync(device)
-    return time.perf_counter() - t0, outs
+    return CLOCK[0]() - t0, outs
 
 
 @torch.inference_mode()
@@ -131,9 +148,28 @@ def run_hf_generate_batch(hf, prompts, new_tokens, device) -> tuple[float, float
     return times[0], times[1], outputs[0], outputs[1]
 
 
+def measure_bandwidth_gbs(mbytes: int = 256, passes: int = 5) -> float:
+    """Memory read bandwidth in GB/s: the best of ``passes`` sums over a buffer far larger than the caches."""
+    buf = torch.ones(mbytes * (1 << 20) // 4)
+    best = float("inf")
+    for _ in range(passes):
+        t0 = CLOCK[0]()
+        buf.sum()
+        best = min(best, CLOCK[0]() - t0)
+    return buf.numel() * 4 / best / 1e9
+
+
 def agreement(a: list[list[int]], b: list[list[int]]) -> str:
     same = sum(x == y for x, y in zip(a, b))
     return f"{same}/{len(a)} outputs identical"
+
+
+def _decode_kernel_used(device: torch.device) -> str:
+    """Whether this process's engine attended its decodes with the C++ kernel (asked after the run)."""
+    from minivllm.attention import cpu_decode_kernel
+
+    mode = cpu_decode_kernel.kernel_mode()
+    return "on" if device.type == "cpu" and not cpu_decode_kernel.unavailable(mode) else "off"
 
 
 def _run_one(kind: str, opts: dict) -> dict:
@@ -141,31 +177,39 @@ def _run_one(kind: str, opts: dict) -> dict:
     from minivllm.model.loader import load_model
     from minivllm.worker.model_runner import ModelRunner
 
+    if opts.get("threads"):
+        torch.set_num_threads(opts["threads"])
+    CLOCK[0] = CLOCKS[opts.get("clock", "wall")]
     device = torch.device(opts["device"])
-    loaded = load_model(opts["model"], "float32", device)
+    dtype = opts.get("dtype", "float32")
+    loaded = load_model(opts["model"], dtype, device)
     prompts = make_prompts(opts["num_prompts"], opts["min_prompt"], opts["max_prompt"], loaded.arch.vocab_size, 0)
     n = opts["output_len"]
     if kind.startswith("minivllm"):
         gemm = "torch" if kind == "minivllm-torch-gemm" else "auto"
-        t, outs, engine = run_minivllm(loaded, prompts, n, opts["budget"], device, cpu_gemm=gemm)
+        t, outs, engine, step_times = run_minivllm(loaded, prompts, n, opts["budget"], device, cpu_gemm=gemm)
         runner = engine.model_runner
         if not isinstance(runner, ModelRunner):  # run_minivllm builds the real runner (it has cpu_gemm)
             raise TypeError(f"run_minivllm built a {type(runner).__name__}, not a ModelRunner.")
-        steps = [s for s in engine.trace.steps if "warmup" not in s.prefill_tokens | s.decode_tokens]
+        steps = engine.trace.steps[-len(step_times) :]  # one record per timed step
         prompt_steps = [s for s in steps if s.prefill_tokens]
-        split = {
+        split: dict[str, Any] = {
             "num_steps": len(steps),
             "prompt_steps": len(prompt_steps),
-            "prompt_steps_s": sum(s.duration for s in prompt_steps),
-            "decode_steps_s": sum(s.duration for s in steps if not s.prefill_tokens),
+            "prompt_steps_s": sum(d for s, d in zip(steps, step_times) if s.prefill_tokens),
+            "decode_steps_s": sum(d for s, d in zip(steps, step_times) if not s.prefill_tokens),
             "cpu_gemm": runner.cpu_gemm,
+            "decode_kernel": _decode_kernel_used(device),
         }
+        split["decode_step_ms"] = 1e3 * split["decode_steps_s"] / max(1, split["num_steps"] - split["prompt_steps"])
+        split["weight_bytes"] = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+        split["bandwidth_gbs"] = opts.get("bandwidth_gbs") or measure_bandwidth_gbs()
         result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
         result["num_prompt_tokens"] = sum(map(len, prompts))
         if opts["profile"] and kind == "minivllm":
             result["profile"] = profile_steps(build_engine(loaded, prompts, n, opts["budget"], device), prompts, n)
         return result
-    hf = hf_model(loaded.hf_folder, device)
+    hf = hf_model(loaded.hf_folder, device, getattr(torch, dtype))
     if kind == "hf-static":
         t, outs = run_hf_static(hf, prompts, n, opts["hf_batch_size"], device)
         return {"seconds": t, "outputs": outs}
@@ -204,6 +248,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--profile", action="store_true", help="operator time of one prompt and one decode step")
     parser.add_argument("--ablate-cpu-gemm", action="store_true", help="also run minivllm with cpu_gemm=torch")
     parser.add_argument("--output-json", help="also write one row per engine (seconds, tok/s, outputs) here")
+    parser.add_argument("--repeats", type=int, default=3, help="run the engines this many times; median speed-up")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="minivllm's and HF's")
+    parser.add_argument(
+        "--decode-kernel", choices=["auto", "0", "1"], default=None, help="MINIVLLM_CPU_DECODE_KERNEL for minivllm"
+    )
+    parser.add_argument("--bandwidth-gbs", type=float, default=None, help="memory bandwidth (default: measured)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads of every engine")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="process: CPU time (use --threads 1)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine, write JSON
     parser.add_argument("--worker-opts", help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
@@ -222,20 +274,31 @@ def main(argv: list[str] | None = None) -> dict:
         budget=args.max_num_batched_tokens,
         hf_batch_size=args.hf_batch_size,
         profile=args.profile,
+        bandwidth_gbs=args.bandwidth_gbs,
+        threads=args.threads,
+        clock=args.clock,
+        dtype=args.dtype,
     )
+    if args.decode_kernel is not None:  # read by the engines' attention backend (also in the worker processes)
+        os.environ["MINIVLLM_CPU_DECODE_KERNEL"] = args.decode_kernel
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
     kinds = ["minivllm"] + (["minivllm-torch-gemm"] if args.ablate_cpu_gemm else []) + ["hf-static"]
     kinds += [] if args.skip_generate_batch else ["hf-generate-batch"]
-    res = run_engines(kinds, opts, args.same_process)
+    runs = [run_engines(kinds, opts, args.same_process) for _ in range(args.repeats)]
+    speedups = [r["hf-static"]["seconds"] / r["minivllm"]["seconds"] for r in runs]
+    res = runs[sorted(range(len(runs)), key=speedups.__getitem__)[len(runs) // 2]]  # the median run
 
     mini = res["minivllm"]
     split = mini["split"]
     total_out = args.num_prompts * args.output_len
     total_in = mini["num_prompt_tokens"]
     where = "one process" if args.same_process else "a fresh process each"
+    where += f", {args.clock} clock"
     print(
         f"{args.num_prompts} requests, prompts {args.min_prompt}-{args.max_prompt} tokens ({total_in} in all), "
-        f"{args.output_len} output tokens each, greedy, fp32; device {args.device}, torch threads "
-        f"{mini['threads']}, {where}; minivllm cpu_gemm={split['cpu_gemm']}"
+        f"{args.output_len} output tokens each, greedy, {args.dtype}; device {args.device}, torch threads "
+        f"{mini['threads']}, {where}; minivllm cpu_gemm={split['cpu_gemm']}, decode kernel {split['decode_kernel']}"
     )
     names = {
         "minivllm": "minivllm",
@@ -264,6 +327,21 @@ def main(argv: list[str] | None = None) -> dict:
         f"({split['prompt_steps_s']:.2f} s), pure decode: {split['num_steps'] - split['prompt_steps']} "
         f"({split['decode_steps_s']:.2f} s)"
     )
+    roofline_ms = 1e3 * split["weight_bytes"] / (split["bandwidth_gbs"] * 1e9)
+    print(
+        f"decode step {split['decode_step_ms']:.1f} ms; memory roofline {roofline_ms:.1f} ms "
+        f"(weights {split['weight_bytes'] / 1e6:.0f} MB / {split['bandwidth_gbs']:.1f} GB/s"
+        f"{' stated' if args.bandwidth_gbs else ' measured'}): "
+        f"{split['decode_step_ms'] / roofline_ms:.2f}x the roofline"
+    )
+    if args.repeats > 1:
+        each = ", ".join(
+            f"{x:.2f}x ({sum(a == b for a, b in zip(r['hf-static']['outputs'], r['minivllm']['outputs']))}/"
+            f"{args.num_prompts} identical)"
+            for x, r in zip(speedups, runs)
+        )
+        median = sorted(speedups)[len(runs) // 2]
+        print(f"speed-up over HF static batches, {args.repeats} runs: {each}; median {median:.2f}x")
     for label, groups in mini.get("profile", {}).items():
         total = sum(groups.values())
         ranked = sorted(groups.items(), key=lambda x: -x[1])

@@ -21,7 +21,7 @@ def test_ops_land_in_their_groups():
     groups = op_breakdown(step)
     assert set(groups) == {
         "linear layers (GEMM)",
-        "attention (SDPA)",
+        "attention (SDPA, C++ decode kernel)",
         "KV cache gather/write",
         "elementwise (norm, RoPE, SiLU, residual)",
         "other",

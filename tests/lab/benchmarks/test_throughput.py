@@ -7,7 +7,7 @@ import json
 from minivllm.lab.benchmarks.throughput import main
 
 SMALL = ["--num-prompts", "3", "--min-prompt", "8", "--max-prompt", "40", "--output-len", "5"]
-SMALL += ["--max-num-batched-tokens", "32"]
+SMALL += ["--max-num-batched-tokens", "32", "--repeats", "1"]
 
 
 def test_same_process_with_profile_and_ablation(tiny_qwen2, capsys):
@@ -28,6 +28,16 @@ def test_fresh_process_per_engine(tiny_qwen2, capsys, tmp_path):
     out = capsys.readouterr().out
     assert list(result) == ["minivllm", "HF generate, static batches of 8"]
     assert "a fresh process each" in out and "3/3 outputs identical" in out
+    assert "memory roofline" in out and "GB/s measured" in out
     rows = json.loads(report.read_text())["rows"]  # what tests/gpu/run.sh reports
     assert [(r["engine"], r["identical_to_minivllm"]) for r in rows] == [(e, 3) for e in result]
     assert [r["seconds"] for r in rows] == list(result.values())
+
+
+def test_repeats_report_each_run_and_the_median(tiny_qwen2, capsys):
+    args = ["--model", tiny_qwen2, *SMALL, "--same-process", "--skip-generate-batch", "--repeats", "2"]
+    main([*args, "--threads", "1", "--clock", "process", "--bandwidth-gbs", "10"])
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("speed-up over HF static batches, 2 runs:"))
+    assert line.count("(3/3 identical)") == 2 and "median" in line
+    assert "process clock" in out and "10.0 GB/s stated" in out

@@ -1,0 +1,292 @@
+"""An optional C++ paged decode-attention kernel for the CPU (ch.4 §4 paged attention; §11.7 decode steps).
+
+A decode step's attention on a CPU is memory-bound: every request reads its whole K/V context once. The torch
+path (:mod:`minivllm.attention.torch_backend`) first gathers the context out of the pages into a padded
+``[B, Hkv, max L, D]`` block and then calls SDPA over it, so it moves the keys twice and attends to padding.
+This kernel reads each key and value row once, straight from the pages through the block table, as vLLM's CPU
+backend does with its own C++ kernel (``paged_attention_v1`` in ``csrc/cpu/attention.cpp``, releases up to
+0.8.5; later ones use ``csrc/cpu/cpu_attn*``). Per decode request, in parallel over torch's threads:
+
+1. scores ``s[h, j] = scale * q_h . k_j`` for every query head ``h`` and visible position ``j < seq_len``; a
+   page holds ``[block_size, Hkv, D]`` contiguously, so it is read front to back, and each key row serves the
+   ``Hq / Hkv`` query heads that share it (GQA) while the next page is prefetched;
+2. an exact softmax per query head (max first, then ``exp``), all in fp32;
+3. ``out_h = sum_j p[h, j] v_j / sum_j p[h, j]``, accumulated in fp32, written in the model dtype.
+
+The scores of a request stay in an ``[Hq, seq_len]`` fp32 buffer, so the max is known before any ``exp`` (two
+passes rather than FlashAttention's online rescaling: at decode sizes the buffer fits in the L2 cache).
+The cache may be fp32, bf16 or fp16 (q, cache and out share one dtype). One request is computed by one thread,
+and its sums run in 16 fixed lanes without FMA contraction, so its result depends neither on the thread count
+nor on the vector width the CPU picked (AVX-512, AVX2 or SSE builds of the same loop). It may differ from SDPA's
+in the last bits: ``tests/attention/test_cpu_paged_decode.py`` compares the two within fp32 rounding.
+
+It is compiled at first use with :func:`torch.utils.cpp_extension.load_inline` (a C++ compiler and ``ninja``,
+which requirements.txt installs; only ATen headers, no pybind11) and cached in torch's extension directory
+(``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``): the first build takes ~10-15 s of CPU
+(once per fresh home directory), a later process loads it in ~0.1 s. ``MINIVLLM_CPU_DECODE_KERNEL`` chooses:
+``auto`` (unset) uses it on Linux when it builds and otherwise logs one line and keeps the torch path (on macOS
+and Windows, whose compilers want other OpenMP and attribute spellings, ``auto`` keeps the torch path without
+trying); ``1`` requires it (an error if it cannot be built); ``0`` never builds it (the torch path, which is
+also the kernel's test oracle).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+import platform
+import shutil
+import sys
+from collections.abc import Callable
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+ENV_VAR = "MINIVLLM_CPU_DECODE_KERNEL"
+ENV_VALUES = ("auto", "0", "1")
+
+_CPP = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+// One build runs the hot loop at the widest vector width the CPU has (GCC/Clang function multiversioning):
+// the sums are in fixed lanes and contraction into FMA is off, so every version does the same arithmetic.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define MINIVLLM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MINIVLLM_CLONES
+#endif
+
+namespace {
+constexpr int64_t kLanes = 16;  // fixed summation lanes: the same bits on every vector width
+
+template <typename scalar_t>
+struct Args {
+  const scalar_t* q;  // [T, Hq, D] rows at q_row, heads at q_head
+  const scalar_t* k;  // the K pages, [num_blocks, block_size, Hkv, D]
+  const scalar_t* v;  // the V pages, same layout
+  scalar_t* out;      // [T, Hq, D] rows at out_row, heads at out_head
+  const int64_t *rows, *reqs;
+  const int32_t *table, *lens;
+  int64_t q_row, q_head, out_row, out_head, table_row, block_size, num_kv_heads, head_dim, group;
+  float scale;
+};
+
+inline __attribute__((always_inline)) float dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {0.f};
+  for (int64_t d = 0; d < n; d += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[d + l] * b[d + l];
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+template <typename scalar_t>
+inline __attribute__((always_inline)) void prefetch(const scalar_t* p, int64_t n) {
+  for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(scalar_t)); i += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(p) + i);
+}
+
+// visit(j, rows) for every visible position j, page by page: rows = its [Hkv, D] keys (or values), contiguous.
+// A page is one contiguous [block_size, Hkv, D] block at a random place: while position i of a page is used,
+// position i of the next page is prefetched (the hardware prefetcher stops at the page's end).
+template <typename scalar_t, typename Visit>
+inline __attribute__((always_inline)) void for_each_position(const Args<scalar_t>& a, const scalar_t* base,
+                                                             const int32_t* table, int64_t len, Visit&& visit) {
+  const int64_t stride = a.num_kv_heads * a.head_dim, page = a.block_size * stride;
+  for (int64_t first = 0; first < len; first += a.block_size) {
+    const int64_t blk = first / a.block_size, n = std::min(a.block_size, len - first);
+    const int64_t next_n = std::min(a.block_size, len - first - a.block_size);  // <= 0 on the last page
+    const scalar_t* rows = base + table[blk] * page;
+    const scalar_t* next = next_n > 0 ? base + table[blk + 1] * page : nullptr;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i < next_n) prefetch(next + i * stride, stride);
+      visit(first + i, rows + i * stride);
+    }
+  }
+}
+
+// Tasks [begin, end): one decode request each, every head. Scores s[(h * G + g) * len + j] for query head h*G+g.
+template <typename scalar_t>
+inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64_t begin, int64_t end) {
+  const int64_t D = a.head_dim, Hkv = a.num_kv_heads, Hq = Hkv * a.group, G = a.group;
+  std::vector<float> qf(Hq * D), row(D), acc(Hq * D), total(Hq), scores;
+  float* x = row.data();
+  for (int64_t b = begin; b < end; ++b) {
+    const int64_t r = a.reqs[b], len = a.lens[r];
+    const int32_t* table = a.table + r * a.table_row;
+    for (int64_t h = 0; h < Hq; ++h)
+      for (int64_t d = 0; d < D; ++d) qf[h * D + d] = static_cast<float>(a.q[a.rows[b] * a.q_row + h * a.q_head + d]);
+    scores.resize(Hq * len);
+    float* s = scores.data();
+    for_each_position(a, a.k, table, len, [&](int64_t j, const scalar_t* keys) {  // 1: scores
+      for (int64_t h = 0; h < Hkv; ++h) {  // each key row is read once for its group of query heads (GQA)
+        for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(keys[h * D + d]);
+        for (int64_t g = 0; g < G; ++g) s[(h * G + g) * len + j] = dot(&qf[(h * G + g) * D], x, D) * a.scale;
+      }
+    });
+    for (int64_t h = 0; h < Hq; ++h) {  // 2: exact softmax numerators, max first
+      float* sh = s + h * len;
+      float m = sh[0], sum = 0.f;
+      for (int64_t j = 1; j < len; ++j) m = std::max(m, sh[j]);
+      for (int64_t j = 0; j < len; ++j) {
+        sh[j] = std::exp(sh[j] - m);
+        sum += sh[j];
+      }
+      total[h] = sum;
+    }
+    std::fill(acc.begin(), acc.end(), 0.f);
+    float* y = acc.data();
+    for_each_position(a, a.v, table, len, [&](int64_t j, const scalar_t* values) {  // 3: weighted values
+      for (int64_t h = 0; h < Hkv; ++h) {
+        for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(values[h * D + d]);
+        for (int64_t g = 0; g < G; ++g) {
+          const float p = s[(h * G + g) * len + j];
+          float* __restrict yh = y + (h * G + g) * D;
+          for (int64_t d = 0; d < D; ++d) yh[d] += p * x[d];
+        }
+      }
+    });
+    for (int64_t h = 0; h < Hq; ++h) {
+      scalar_t* o = a.out + a.rows[b] * a.out_row + h * a.out_head;
+      for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(y[h * D + d] / total[h]);
+    }
+  }
+}
+
+MINIVLLM_CLONES void attend_f32(const Args<float>& a, int64_t begin, int64_t end) { attend(a, begin, end); }
+MINIVLLM_CLONES void attend_bf16(const Args<at::BFloat16>& a, int64_t begin, int64_t end) { attend(a, begin, end); }
+MINIVLLM_CLONES void attend_f16(const Args<at::Half>& a, int64_t begin, int64_t end) { attend(a, begin, end); }
+
+template <typename scalar_t>
+void run(const Args<scalar_t>& a, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<scalar_t, float>) attend_f32(a, begin, end);
+  else if constexpr (std::is_same_v<scalar_t, at::BFloat16>) attend_bf16(a, begin, end);
+  else attend_f16(a, begin, end);
+}
+}  // namespace
+
+void paged_decode(const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& out, const at::Tensor& rows,
+                  const at::Tensor& reqs, const at::Tensor& block_table, const at::Tensor& seq_lens, double scale) {
+  TORCH_CHECK(kv_cache.is_contiguous() && kv_cache.dim() == 5 && kv_cache.size(4) % kLanes == 0, "kv_cache layout");
+  TORCH_CHECK(q.scalar_type() == kv_cache.scalar_type() && out.scalar_type() == q.scalar_type(), "one dtype");
+  TORCH_CHECK(q.stride(2) == 1 && out.stride(2) == 1 && q.size(1) % kv_cache.size(3) == 0, "q/out layout");
+  TORCH_CHECK(block_table.scalar_type() == at::kInt && block_table.stride(1) == 1, "block_table int32");
+  TORCH_CHECK(seq_lens.scalar_type() == at::kInt && seq_lens.is_contiguous(), "seq_lens int32");
+  TORCH_CHECK(rows.scalar_type() == at::kLong && reqs.scalar_type() == at::kLong, "rows/reqs int64");
+  TORCH_CHECK(rows.is_contiguous() && reqs.is_contiguous() && rows.size(0) == reqs.size(0), "rows/reqs");
+  auto launch = [&](auto zero) {
+    using scalar_t = decltype(zero);
+    const scalar_t* k = kv_cache.data_ptr<scalar_t>();
+    const Args<scalar_t> a{q.data_ptr<scalar_t>(), k, k + kv_cache[0].numel(), out.data_ptr<scalar_t>(),
+                           rows.data_ptr<int64_t>(), reqs.data_ptr<int64_t>(), block_table.data_ptr<int32_t>(),
+                           seq_lens.data_ptr<int32_t>(), q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+                           block_table.stride(0), kv_cache.size(2), kv_cache.size(3), kv_cache.size(4),
+                           q.size(1) / kv_cache.size(3), static_cast<float>(scale)};
+    at::parallel_for(0, rows.size(0), 1, [&](int64_t begin, int64_t end) { run(a, begin, end); });
+  };
+  switch (q.scalar_type()) {
+    case at::kFloat: return launch(float{});
+    case at::kBFloat16: return launch(at::BFloat16{});
+    case at::kHalf: return launch(at::Half{});
+    default: TORCH_CHECK(false, "paged_decode takes float32, bfloat16 or float16, got ", q.scalar_type());
+  }
+}
+
+TORCH_LIBRARY(minivllm_cpu, m) {
+  m.def("paged_decode(Tensor q, Tensor kv_cache, Tensor(a!) out, Tensor rows, Tensor reqs, Tensor block_table, "
+        "Tensor seq_lens, float scale) -> ()");
+}
+TORCH_LIBRARY_IMPL(minivllm_cpu, CPU, m) { m.impl("paged_decode", &paged_decode); }
+"""
+
+PagedDecode = Callable[..., None]
+
+
+def kernel_mode(value: str | None = None) -> str:
+    """``value`` (None: ``MINIVLLM_CPU_DECODE_KERNEL``, unset = auto) as ``auto``/``0``/``1``; else ValueError."""
+    source = "decode_kernel" if value is not None else ENV_VAR
+    mode = (os.environ.get(ENV_VAR, "") if value is None else value).strip().lower() or "auto"
+    if mode not in ENV_VALUES:
+        raise ValueError(f"{source} must be one of {', '.join(ENV_VALUES)} (unset = auto), got {mode!r}.")
+    return mode
+
+
+def supports(q: torch.Tensor, kv_cache: torch.Tensor) -> bool:
+    """Whether the kernel handles these shapes and dtypes (CPU tensors, one float dtype, head_dim % 16 == 0)."""
+    return (
+        q.device.type == "cpu"
+        and kv_cache.device.type == "cpu"
+        and q.dtype == kv_cache.dtype
+        and q.dtype in (torch.float32, torch.bfloat16, torch.float16)
+        and kv_cache.shape[-1] % 16 == 0
+        and kv_cache.is_contiguous()
+    )
+
+
+@functools.cache
+def _build() -> PagedDecode:
+    """Compile (or load the cached build of) the extension; raises what the build raises."""
+    from torch.utils import cpp_extension
+
+    path = os.environ.get("PATH", "")
+    if shutil.which("ninja") is None:  # pip's ninja in a venv that is not activated: its scripts folder
+        os.environ["PATH"] = os.pathsep.join([_pip_ninja_dir(), os.path.dirname(sys.executable), path])
+    try:
+        cpp_extension.load_inline(  # type: ignore[no-untyped-call]
+            name="minivllm_cpu_paged_decode",
+            cpp_sources=_CPP,
+            extra_cflags=["-O3", "-fopenmp", "-ffp-contract=off"],
+            extra_ldflags=["-fopenmp"],
+            is_python_module=False,  # registers torch.ops.minivllm_cpu.paged_decode
+            no_implicit_headers=True,  # not <torch/extension.h> (pybind11): a build of ~5 s of CPU instead of ~35
+            verbose=False,
+        )
+    finally:
+        os.environ["PATH"] = path
+    return torch.ops.minivllm_cpu.paged_decode
+
+
+def _pip_ninja_dir() -> str:
+    """Where the ``ninja`` package put its binary ("" without the package)."""
+    try:
+        return str(getattr(importlib.import_module("ninja"), "BIN_DIR", ""))
+    except ImportError:
+        return ""
+
+
+@functools.cache
+def _load_or_none() -> PagedDecode | None:
+    try:
+        return _build()
+    except Exception as e:  # no compiler, headers or ninja: every reason means "use the torch path"
+        reason = " ".join(str(e).split())[:300]
+        logger.warning("CPU decode kernel unavailable, using the torch path (%s=0 hides this): %s", ENV_VAR, reason)
+        return None
+
+
+def unavailable(mode: str) -> bool:
+    """True when ``get_paged_decode(mode)`` is known to give None: ``0``; ``auto`` off Linux or after a failed build."""
+    if mode == "auto" and platform.system() != "Linux":
+        return True
+    return mode == "0" or (mode == "auto" and _load_or_none.cache_info().currsize > 0 and _load_or_none() is None)
+
+
+def get_paged_decode(mode: str) -> PagedDecode | None:
+    """The compiled kernel in mode ``auto``/``1`` (built at the first call), or None for the torch path."""
+    if unavailable(mode):
+        return None
+    if mode == "1":
+        try:
+            return _build()
+        except Exception as e:
+            raise RuntimeError(f"{ENV_VAR}=1 but the CPU decode kernel could not be built: {e}") from e
+    return _load_or_none()
