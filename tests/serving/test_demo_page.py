@@ -91,7 +91,10 @@ def test_demo_page_streams_switches_and_charts(tiny_qwen2, tmp_path):
         # on a loaded machine reaches the 10x aim below it)
         assert rag <= scene["cap"] == 256 - 48 and page.input_value("#rag-tokens") == str(rag)
         assert not scene["capped"] or rag == scene["cap"], scene
-        assert scene["decode"] > 0 and scene["a"] + scene["b"] > 0 and scene["chunk"] == 16, scene
+        assert scene["decode"] > 0 and scene["a"] >= 0 and scene["b"] >= 0 and scene["chunk"] == 16, scene
+        # the tiny model's prompt step may cost no more than a decode step measured under load: the fit is then 0
+        # and the scene takes the cap (a loaded CI run measured 0.000 s for every sizing prompt)
+        assert scene["a"] + scene["b"] > 0 or (scene["capped"] and rag == scene["cap"]), scene
         assert f"a {rag}-token prompt" in page.inner_text("#scene")
         assert len(scene["measured"]) >= 2, scene  # at least one sizing prompt checks the fit of the others
         page.wait_for_function("() => Number(document.getElementById('gap-chart').dataset.points) > 40")
