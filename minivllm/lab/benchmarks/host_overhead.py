@@ -160,8 +160,8 @@ def make_engine(
     return engine
 
 
-def measure(engine: LLMEngine, batch: int, context: int, steps: int, clock: str = "wall", seed: int = 0) -> Row:
-    """Fill with ``batch`` requests, run until all decode, time ``steps`` pure decode steps on ``clock``."""
+def _fill_to_pure_decode(engine: LLMEngine, batch: int, context: int, steps: int, seed: int) -> None:
+    """Add ``batch`` greedy requests of ``context`` random tokens, step until all decode, then warm up."""
     vocab = engine.vocab_size or 1000
     g = torch.Generator().manual_seed(seed)
     params = SamplingParams(max_tokens=max_new_tokens(batch, context, steps), temperature=0.0, ignore_eos=True)
@@ -171,6 +171,11 @@ def measure(engine: LLMEngine, batch: int, context: int, steps: int, clock: str 
         engine.step()
     for _ in range(WARMUP_STEPS):
         engine.step()
+
+
+def measure(engine: LLMEngine, batch: int, context: int, steps: int, clock: str = "wall", seed: int = 0) -> Row:
+    """Fill with ``batch`` requests, run until all decode, time ``steps`` pure decode steps on ``clock``."""
+    _fill_to_pure_decode(engine, batch, context, steps, seed)
     now = CLOCKS[clock]
     timer = instrument(engine, now)
     per_step: list[dict[str, int]] = []
@@ -268,15 +273,7 @@ def _overlap(host: list[tuple[float, float]], busy: list[tuple[float, float]]) -
 def measure_async(engine: LLMEngine, batch: int, context: int, steps: int, seed: int = 0) -> tuple[float, float, float]:
     """``measure``'s workload on an async engine: median wall ms per step (one executed step per ``step()``),
     the engine thread's host ms per step, and the % of it that overlapped a step running on the worker."""
-    vocab = engine.vocab_size or 1000
-    g = torch.Generator().manual_seed(seed)
-    params = SamplingParams(max_tokens=max_new_tokens(batch, context, steps), temperature=0.0, ignore_eos=True)
-    for i in range(batch):
-        engine.add_request(f"r{i}", torch.randint(3, vocab, (context,), generator=g).tolist(), params)
-    while not _pure_decode(engine, batch):
-        engine.step()
-    for _ in range(WARMUP_STEPS):
-        engine.step()
+    _fill_to_pure_decode(engine, batch, context, steps, seed)
     host: list[tuple[float, float]] = []
     busy: list[tuple[float, float]] = []
     for obj, name in ((engine.scheduler, "schedule"), (engine.scheduler, "update_from_output")):
