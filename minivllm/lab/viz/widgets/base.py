@@ -54,18 +54,16 @@ class FigureWidget(go.FigureWidget):
     plotly.py 7 (``plotly/basewidget.py``) opens the comm inside ``super().__init__`` with an empty
     ``_widget_data`` / ``_widget_layout`` and sets the figure a moment later, so the figure reaches
     the browser as an ``update`` message, as does every change made before the figure is shown.
-    anywidget's front end (0.9 to 0.11) handles a model's updates only once that model's ESM (plotly's
-    5 MB widget bundle, loaded again for every FigureWidget) is loaded and bound, and drops them all
-    for good when that takes over 2 s (``AbortSignal.timeout(2000)`` in anywidget's runtime); a view
-    drawn meanwhile draws the empty open state, and plotly's view never redraws on a later
-    ``_widget_data``. In a fresh JupyterLab page the first FigureWidgets (the bundle parsed for the
-    first time, once per figure) lose this race: 11_3's StepPlayer stayed blank, while a player shown
-    after another plotly widget drew. Here the comm opens only when the widget is first needed (shown,
-    or put in a box: ``model_id``), and its open message carries the whole current figure, so a view
-    drawn at any moment draws it.
+    anywidget's front end (0.9 to 0.11) handles a model's updates only once that model's ESM is loaded
+    and bound, and drops them all for good when that takes over 2 s (``AbortSignal.timeout(2000)`` in
+    anywidget's runtime); plotly's view never redraws on a later ``_widget_data``. Two changes here:
 
-    Its front end is ``plotly_esm.ESM``: plotly's bundle loaded once per page, outside anywidget's 2 s
-    window, so no message to the figure is ever dropped (see that module).
+    - the comm opens only when the widget is first needed (shown, or put in a box: ``model_id``), and
+      its open message carries the whole current figure, so a view drawn at any moment draws it (with
+      plotly's own open, 11_3's StepPlayer stayed blank in a fresh page);
+    - the ESM is ``plotly_esm.ESM``, a small module that loads plotly's 5 MB bundle once per page,
+      outside anywidget's 2 s window, and hands plotly the changes that came meanwhile (plotly's own ESM
+      is the whole bundle, parsed again for every figure: on a busy page a figure kept its first state).
     """
 
     _esm = ESM
