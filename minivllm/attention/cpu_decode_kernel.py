@@ -5,7 +5,8 @@ path (:mod:`minivllm.attention.torch_backend`) first gathers the context out of 
 ``[B, Hkv, max L, D]`` block and then calls SDPA over it, so it moves the keys twice and attends to padding.
 This kernel reads each key and value row once, straight from the pages through the block table, as vLLM's CPU
 backend does with its own C++ kernel (``paged_attention_v1`` in ``csrc/cpu/attention.cpp``, releases up to
-0.8.5; later ones use ``csrc/cpu/cpu_attn*``). Per decode request, in parallel over torch's threads:
+0.8.5; later ones use ``csrc/cpu/cpu_attn*``). Per decode request, in parallel over torch's threads (longest
+requests first, each thread taking the next one when it is free, so unequal lengths still share the work out):
 
 1. scores ``s[h, j] = scale * q_h . k_j`` for every query head ``h`` and visible position ``j < seq_len``; a
    page holds ``[block_size, Hkv, D]`` contiguously, so it is read front to back, and each key row serves the
@@ -15,10 +16,11 @@ backend does with its own C++ kernel (``paged_attention_v1`` in ``csrc/cpu/atten
 
 The scores of a request stay in an ``[Hq, seq_len]`` fp32 buffer, so the max is known before any ``exp`` (two
 passes rather than FlashAttention's online rescaling: at decode sizes the buffer fits in the L2 cache).
-The cache may be fp32, bf16 or fp16 (q, cache and out share one dtype). One request is computed by one thread,
-and its sums run in 16 fixed lanes without FMA contraction, so its result depends neither on the thread count
-nor on the vector width the CPU picked (AVX-512, AVX2 or SSE builds of the same loop). It may differ from SDPA's
-in the last bits: ``tests/attention/test_cpu_paged_decode.py`` compares the two within fp32 rounding.
+The cache may be fp32, bf16 or fp16 (q, cache and out share one dtype); the head size is one of ``HEAD_DIMS``,
+a compile-time constant of the loops. One request is computed by one thread, and its sums run in 16 fixed lanes
+(GCC/Clang vector extensions) without FMA contraction, so its result depends neither on the thread count nor on
+the vector width the CPU picked (AVX-512, AVX2 or SSE builds of the same code). It may differ from SDPA's in
+the last bits: ``tests/attention/test_cpu_paged_decode.py`` compares the two within fp32 rounding.
 
 It is compiled at first use with :func:`torch.utils.cpp_extension.load_inline` (a C++ compiler and ``ninja``,
 which requirements.txt installs; only ATen headers, no pybind11) and cached in torch's extension directory
@@ -47,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 ENV_VAR = "MINIVLLM_CPU_DECODE_KERNEL"
 ENV_VALUES = ("auto", "0", "1")
+HEAD_DIMS = (64, 128)  # head sizes the kernel is compiled for (SmolLM2, TinyLlama, Llama; others: the torch path)
 
 _CPP = r"""
 #include <ATen/core/Tensor.h>
@@ -56,9 +59,13 @@ _CPP = r"""
 #include <cmath>
 #include <type_traits>
 #include <vector>
+#include <atomic>
+#include <numeric>
+#include <cstring>
 
 // One build runs the hot loop at the widest vector width the CPU has (GCC/Clang function multiversioning):
-// the sums are in fixed lanes and contraction into FMA is off, so every version does the same arithmetic.
+// the sums are in 16 fixed lanes (v16 below) and contraction into FMA is off, so every version does the same
+// arithmetic.
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
 #define MINIVLLM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -66,7 +73,6 @@ _CPP = r"""
 #endif
 
 namespace {
-constexpr int64_t kLanes = 16;  // fixed summation lanes: the same bits on every vector width
 
 template <typename scalar_t>
 struct Args {
@@ -80,13 +86,43 @@ struct Args {
   float scale;
 };
 
-inline __attribute__((always_inline)) float dot(const float* a, const float* b, int64_t n) {
-  float acc[kLanes] = {0.f};
-  for (int64_t d = 0; d < n; d += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[d + l] * b[d + l];
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  return acc[0];
+// GCC/Clang vector extensions: a v16 is 16 fp32 lanes, lowered to one AVX-512 register, two AVX2 or four SSE
+// ones; each lane's arithmetic is the same at every width, so the bits are too. Arithmetic on whole vectors
+// keeps a dot product's 16 partial sums and an output head's accumulator in registers (plain loops over
+// arrays kept them on the stack, and every dot product waited on the previous one's stores).
+typedef float v16 __attribute__((vector_size(64), aligned(4)));  // aligned(4): std::vector storage is not 64-aligned
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+typedef float v2 __attribute__((vector_size(8)));
+
+inline __attribute__((always_inline)) v16 load16(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The halves of a vector (memcpy: GCC and Clang turn it into a register extract; no shuffle builtin needed).
+template <typename Half, typename Whole>
+inline __attribute__((always_inline)) Half half(const Whole& x, int which) {
+  Half h;
+  std::memcpy(&h, reinterpret_cast<const char*>(&x) + which * sizeof h, sizeof h);
+  return h;
+}
+
+// The sum of a v16's lanes by the tree acc[l] += acc[l + w] for w = 8, 4, 2, 1, in registers.
+inline __attribute__((always_inline)) float hsum(v16 x) {
+  const v8 a = half<v8>(x, 0) + half<v8>(x, 1);
+  const v4 b = half<v4>(a, 0) + half<v4>(a, 1);
+  const v2 c = half<v2>(b, 0) + half<v2>(b, 1);
+  return c[0] + c[1];
+}
+
+// q . k over NC chunks of 16 lanes: lane l sums the products of dims l, l + 16, ... in order, then hsum
+template <int NC>
+inline __attribute__((always_inline)) float dot(const v16* q, const float* k) {
+  v16 acc = {};
+  for (int c = 0; c < NC; ++c) acc += q[c] * load16(k + 16 * c);
+  return hsum(acc);
 }
 
 template <typename scalar_t>
@@ -115,22 +151,31 @@ inline __attribute__((always_inline)) void for_each_position(const Args<scalar_t
 }
 
 // Tasks [begin, end): one decode request each, every head. Scores s[(h * G + g) * len + j] for query head h*G+g.
-template <typename scalar_t>
+// NC = head_dim / 16 is a compile-time constant, so a query head and its output accumulator live in registers.
+template <typename scalar_t, int NC>
 inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64_t begin, int64_t end) {
-  const int64_t D = a.head_dim, Hkv = a.num_kv_heads, Hq = Hkv * a.group, G = a.group;
-  std::vector<float> qf(Hq * D), row(D), acc(Hq * D), total(Hq), scores;
-  float* x = row.data();
+  constexpr int64_t D = 16 * NC;
+  const int64_t Hkv = a.num_kv_heads, Hq = Hkv * a.group, G = a.group;
+  std::vector<v16> qf(Hq * NC), acc(Hq * NC);
+  std::vector<float> total(Hq), scores;
+  float x[D];
   for (int64_t b = begin; b < end; ++b) {
     const int64_t r = a.reqs[b], len = a.lens[r];
     const int32_t* table = a.table + r * a.table_row;
     for (int64_t h = 0; h < Hq; ++h)
-      for (int64_t d = 0; d < D; ++d) qf[h * D + d] = static_cast<float>(a.q[a.rows[b] * a.q_row + h * a.q_head + d]);
+      for (int64_t d = 0; d < D; ++d) qf[h * NC + d / 16][d % 16] = static_cast<float>(a.q[a.rows[b] * a.q_row + h * a.q_head + d]);
     scores.resize(Hq * len);
     float* s = scores.data();
     for_each_position(a, a.k, table, len, [&](int64_t j, const scalar_t* keys) {  // 1: scores
       for (int64_t h = 0; h < Hkv; ++h) {  // each key row is read once for its group of query heads (GQA)
-        for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(keys[h * D + d]);
-        for (int64_t g = 0; g < G; ++g) s[(h * G + g) * len + j] = dot(&qf[(h * G + g) * D], x, D) * a.scale;
+        const float* kr;
+        if constexpr (std::is_same_v<scalar_t, float>) {
+          kr = keys + h * D;
+        } else {
+          for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(keys[h * D + d]);
+          kr = x;
+        }
+        for (int64_t g = 0; g < G; ++g) s[(h * G + g) * len + j] = dot<NC>(&qf[(h * G + g) * NC], kr) * a.scale;
       }
     });
     for (int64_t h = 0; h < Hq; ++h) {  // 2: exact softmax numerators, max first
@@ -143,28 +188,41 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
       }
       total[h] = sum;
     }
-    std::fill(acc.begin(), acc.end(), 0.f);
-    float* y = acc.data();
+    std::fill(acc.begin(), acc.end(), v16{});
+    v16* y = acc.data();
     for_each_position(a, a.v, table, len, [&](int64_t j, const scalar_t* values) {  // 3: weighted values
       for (int64_t h = 0; h < Hkv; ++h) {
-        for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(values[h * D + d]);
+        const float* vr;
+        if constexpr (std::is_same_v<scalar_t, float>) {
+          vr = values + h * D;
+        } else {
+          for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(values[h * D + d]);
+          vr = x;
+        }
+        v16 vc[NC];
+        for (int c = 0; c < NC; ++c) vc[c] = load16(vr + 16 * c);
         for (int64_t g = 0; g < G; ++g) {
           const float p = s[(h * G + g) * len + j];
-          float* __restrict yh = y + (h * G + g) * D;
-          for (int64_t d = 0; d < D; ++d) yh[d] += p * x[d];
+          for (int c = 0; c < NC; ++c) y[(h * G + g) * NC + c] += p * vc[c];
         }
       }
     });
     for (int64_t h = 0; h < Hq; ++h) {
       scalar_t* o = a.out + a.rows[b] * a.out_row + h * a.out_head;
-      for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(y[h * D + d] / total[h]);
+      for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(y[h * NC + d / 16][d % 16] / total[h]);
     }
   }
 }
 
-MINIVLLM_CLONES void attend_f32(const Args<float>& a, int64_t begin, int64_t end) { attend(a, begin, end); }
-MINIVLLM_CLONES void attend_bf16(const Args<at::BFloat16>& a, int64_t begin, int64_t end) { attend(a, begin, end); }
-MINIVLLM_CLONES void attend_f16(const Args<at::Half>& a, int64_t begin, int64_t end) { attend(a, begin, end); }
+template <typename scalar_t>
+inline __attribute__((always_inline)) void attend_any(const Args<scalar_t>& a, int64_t begin, int64_t end) {
+  if (a.head_dim == 64) return attend<scalar_t, 4>(a, begin, end);  // HEAD_DIMS (Python); paged_decode checks
+  attend<scalar_t, 8>(a, begin, end);
+}
+
+MINIVLLM_CLONES void attend_f32(const Args<float>& a, int64_t begin, int64_t end) { attend_any(a, begin, end); }
+MINIVLLM_CLONES void attend_bf16(const Args<at::BFloat16>& a, int64_t begin, int64_t end) { attend_any(a, begin, end); }
+MINIVLLM_CLONES void attend_f16(const Args<at::Half>& a, int64_t begin, int64_t end) { attend_any(a, begin, end); }
 
 template <typename scalar_t>
 void run(const Args<scalar_t>& a, int64_t begin, int64_t end) {
@@ -176,7 +234,9 @@ void run(const Args<scalar_t>& a, int64_t begin, int64_t end) {
 
 void paged_decode(const at::Tensor& q, const at::Tensor& kv_cache, const at::Tensor& out, const at::Tensor& rows,
                   const at::Tensor& reqs, const at::Tensor& block_table, const at::Tensor& seq_lens, double scale) {
-  TORCH_CHECK(kv_cache.is_contiguous() && kv_cache.dim() == 5 && kv_cache.size(4) % kLanes == 0, "kv_cache layout");
+  TORCH_CHECK(kv_cache.is_contiguous() && kv_cache.dim() == 5, "kv_cache layout");
+  const int64_t hd = kv_cache.size(4);
+  TORCH_CHECK(hd == 64 || hd == 128, "paged_decode takes head_dim 64 or 128, got ", hd);
   TORCH_CHECK(q.scalar_type() == kv_cache.scalar_type() && out.scalar_type() == q.scalar_type(), "one dtype");
   TORCH_CHECK(q.stride(2) == 1 && out.stride(2) == 1 && q.size(1) % kv_cache.size(3) == 0, "q/out layout");
   TORCH_CHECK(block_table.scalar_type() == at::kInt && block_table.stride(1) == 1, "block_table int32");
@@ -191,7 +251,15 @@ void paged_decode(const at::Tensor& q, const at::Tensor& kv_cache, const at::Ten
                            seq_lens.data_ptr<int32_t>(), q.stride(0), q.stride(1), out.stride(0), out.stride(1),
                            block_table.stride(0), kv_cache.size(2), kv_cache.size(3), kv_cache.size(4),
                            q.size(1) / kv_cache.size(3), static_cast<float>(scale)};
-    at::parallel_for(0, rows.size(0), 1, [&](int64_t begin, int64_t end) { run(a, begin, end); });
+    // Longest requests first, handed out one at a time: both threads finish together however lengths vary.
+    const int64_t n = rows.size(0);
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return a.lens[a.reqs[x]] > a.lens[a.reqs[y]]; });
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), n), 1, [&](int64_t, int64_t) {
+      for (int64_t i = next++; i < n; i = next++) run(a, order[i], order[i] + 1);
+    });
   };
   switch (q.scalar_type()) {
     case at::kFloat: return launch(float{});
@@ -221,13 +289,13 @@ def kernel_mode(value: str | None = None) -> str:
 
 
 def supports(q: torch.Tensor, kv_cache: torch.Tensor) -> bool:
-    """Whether the kernel handles these shapes and dtypes (CPU tensors, one float dtype, head_dim % 16 == 0)."""
+    """Whether the kernel handles these shapes and dtypes (CPU tensors, one float dtype, a head size in HEAD_DIMS)."""
     return (
         q.device.type == "cpu"
         and kv_cache.device.type == "cpu"
         and q.dtype == kv_cache.dtype
         and q.dtype in (torch.float32, torch.bfloat16, torch.float16)
-        and kv_cache.shape[-1] % 16 == 0
+        and kv_cache.shape[-1] in HEAD_DIMS
         and kv_cache.is_contiguous()
     )
 
