@@ -61,19 +61,22 @@ def rope_inv_freq(arch: LlamaArchConfig) -> Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate-half RoPE: x [T, H, D], cos/sin [T, 1, D/2] (or [T, D/2]) already in x's dtype.
+def rope_tables(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """``[T, D/2]`` cos/sin -> the ``[T, 1, D]`` tables :func:`apply_rope` multiplies by: ``(c, c)`` and ``(-s, s)``.
 
-    The same products and sums as HF's ``x * cos + rotate_half(x) * sin`` (``a + (-b) * s`` is ``a - b * s``
-    exactly in IEEE arithmetic), written into one output instead of a ``cat`` of two temporaries.
+    Built once per step (every layer shares them), so a layer's RoPE is four operations.
     """
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    c, s = (cos, sin) if cos.dim() == 3 else (cos[:, None, :], sin[:, None, :])
-    out = torch.empty_like(x)
-    torch.sub(x1 * c, x2 * s, out=out[..., :half])
-    torch.add(x2 * c, x1 * s, out=out[..., half:])
-    return out
+    return torch.cat([cos, cos], -1)[:, None, :], torch.cat([-sin, sin], -1)[:, None, :]
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate-half RoPE: x [T, H, D]; cos/sin [T, 1, D] from :func:`rope_tables`, already in x's dtype.
+
+    ``x * (c, c) + (x2, x1) * (-s, s)``: the same products and sums as HF's ``x * cos + rotate_half(x) * sin``
+    with ``rotate_half(x) = (-x2, x1)`` (``(-a) * b`` and ``a * (-b)`` are the same number in IEEE arithmetic),
+    so the same bits.
+    """
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
 
 
 class LlamaAttention(nn.Module):
@@ -184,8 +187,8 @@ class LlamaForCausalLM(nn.Module):
         ``kv_caches`` is ``[num_layers, 2, num_blocks, block_size, Hkv, D]``; layer i uses ``kv_caches[i]``.
         """
         x = self.embed_tokens(input_ids)
-        cos = self.cos_cache[positions].to(x.dtype)[:, None, :]  # [T, 1, D/2]: broadcast over heads, once a step
-        sin = self.sin_cache[positions].to(x.dtype)[:, None, :]
+        # [T, 1, D]: broadcast over heads, built once a step
+        cos, sin = rope_tables(self.cos_cache[positions].to(x.dtype), self.sin_cache[positions].to(x.dtype))
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, kv_caches[i], meta, backend)
         return self.norm(x)
