@@ -163,7 +163,8 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
     const int64_t r = a.reqs[b], len = a.lens[r];
     const int32_t* table = a.table + r * a.table_row;
     for (int64_t h = 0; h < Hq; ++h)
-      for (int64_t d = 0; d < D; ++d) qf[h * NC + d / 16][d % 16] = static_cast<float>(a.q[a.rows[b] * a.q_row + h * a.q_head + d]);
+      for (int64_t d = 0; d < D; ++d)
+        qf[h * NC + d / 16][d % 16] = static_cast<float>(a.q[a.rows[b] * a.q_row + h * a.q_head + d]);
     scores.resize(Hq * len);
     float* s = scores.data();
     for_each_position(a, a.k, table, len, [&](int64_t j, const scalar_t* keys) {  // 1: scores
@@ -255,7 +256,8 @@ void paged_decode(const at::Tensor& q, const at::Tensor& kv_cache, const at::Ten
     const int64_t n = rows.size(0);
     std::vector<int64_t> order(n);
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return a.lens[a.reqs[x]] > a.lens[a.reqs[y]]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return a.lens[a.reqs[x]] > a.lens[a.reqs[y]]; });
     std::atomic<int64_t> next{0};
     at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), n), 1, [&](int64_t, int64_t) {
       for (int64_t i = next++; i < n; i = next++) run(a, order[i], order[i] + 1);
