@@ -11,7 +11,9 @@ requests first, each thread taking the next one when it is free, so unequal leng
 1. scores ``s[h, j] = scale * q_h . k_j`` for every query head ``h`` and visible position ``j < seq_len``; a
    page holds ``[block_size, Hkv, D]`` contiguously, so it is read front to back, and each key row serves the
    ``Hq / Hkv`` query heads that share it (GQA) while the next page is prefetched;
-2. an exact softmax per query head (max first, then ``exp``), all in fp32;
+2. a softmax per query head, all in fp32: the max first, then ``exp`` 16 lanes at a time (Cody-Waite range
+   reduction and Cephes' polynomial, within ~2 ulp of the exact value: a libm ``exp`` per score cost as much as
+   the rest of the kernel), summed in 16 fixed lanes;
 3. ``out_h = sum_j p[h, j] v_j / sum_j p[h, j]``, accumulated in fp32, written in the model dtype.
 
 The scores of a request stay in an ``[Hq, seq_len]`` fp32 buffer, so the max is known before any ``exp`` (two
@@ -62,6 +64,7 @@ _CPP = r"""
 #include <atomic>
 #include <numeric>
 #include <cstring>
+#include <cstdint>
 
 // One build runs the hot loop at the widest vector width the CPU has (GCC/Clang function multiversioning):
 // the sums are in 16 fixed lanes (v16 below) and contraction into FMA is off, so every version does the same
@@ -125,6 +128,28 @@ inline __attribute__((always_inline)) float dot(const v16* q, const float* k) {
   return hsum(acc);
 }
 
+typedef int32_t vi16 __attribute__((vector_size(64), aligned(4)));
+
+// exp(x) of 16 lanes, x <= 0 (softmax numerators): x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2, then
+// Cephes' degree-6 polynomial for e^r (within ~2 ulp of the exact value) times 2^n. Elementwise vector arithmetic,
+// no libm call: the same bits at every vector width. Below -87 the result is held at e^-87 (~1.6e-38).
+inline __attribute__((always_inline)) v16 exp_nonpos(v16 x) {
+  const v16 lo = x - x - 87.f, magic = x - x + 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
+  x = x < lo ? lo : x;
+  const v16 n = (x * 1.44269504088896341f + magic) - magic;
+  const v16 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  v16 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.f;
+  const vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
+  v16 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
 template <typename scalar_t>
 inline __attribute__((always_inline)) void prefetch(const scalar_t* p, int64_t n) {
   for (int64_t i = 0; i < n * static_cast<int64_t>(sizeof(scalar_t)); i += 64)
@@ -150,7 +175,7 @@ inline __attribute__((always_inline)) void for_each_position(const Args<scalar_t
   }
 }
 
-// Tasks [begin, end): one decode request each, every head. Scores s[(h * G + g) * len + j] for query head h*G+g.
+// Tasks [begin, end): one decode request each, every head. Scores s[(h * G + g) * padded + j] for query head h*G+g.
 // NC = head_dim / 16 is a compile-time constant, so a query head and its output accumulator live in registers.
 template <typename scalar_t, int NC>
 inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64_t begin, int64_t end) {
@@ -160,12 +185,12 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
   std::vector<float> total(Hq), scores;
   float x[D];
   for (int64_t b = begin; b < end; ++b) {
-    const int64_t r = a.reqs[b], len = a.lens[r];
+    const int64_t r = a.reqs[b], len = a.lens[r], padded = (len + 15) / 16 * 16;
     const int32_t* table = a.table + r * a.table_row;
     for (int64_t h = 0; h < Hq; ++h)
       for (int64_t d = 0; d < D; ++d)
         qf[h * NC + d / 16][d % 16] = static_cast<float>(a.q[a.rows[b] * a.q_row + h * a.q_head + d]);
-    scores.resize(Hq * len);
+    scores.resize(Hq * padded);
     float* s = scores.data();
     for_each_position(a, a.k, table, len, [&](int64_t j, const scalar_t* keys) {  // 1: scores
       for (int64_t h = 0; h < Hkv; ++h) {  // each key row is read once for its group of query heads (GQA)
@@ -176,18 +201,28 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
           for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(keys[h * D + d]);
           kr = x;
         }
-        for (int64_t g = 0; g < G; ++g) s[(h * G + g) * len + j] = dot<NC>(&qf[(h * G + g) * NC], kr) * a.scale;
+        for (int64_t g = 0; g < G; ++g) s[(h * G + g) * padded + j] = dot<NC>(&qf[(h * G + g) * NC], kr) * a.scale;
       }
     });
-    for (int64_t h = 0; h < Hq; ++h) {  // 2: exact softmax numerators, max first
-      float* sh = s + h * len;
-      float m = sh[0], sum = 0.f;
-      for (int64_t j = 1; j < len; ++j) m = std::max(m, sh[j]);
-      for (int64_t j = 0; j < len; ++j) {
-        sh[j] = std::exp(sh[j] - m);
-        sum += sh[j];
+    for (int64_t h = 0; h < Hq; ++h) {  // 2: exact softmax numerators, max first; 16 lanes at a time
+      float* sh = s + h * padded;
+      for (int64_t j = len; j < padded; ++j) sh[j] = sh[0];  // the tail of the last 16: exp'd, then zeroed
+      v16 mv = load16(sh);
+      for (int64_t j = 16; j < padded; j += 16) {
+        const v16 c = load16(sh + j);
+        mv = mv < c ? c : mv;
       }
-      total[h] = sum;
+      float m = mv[0];
+      for (int l = 1; l < 16; ++l) m = std::max(m, mv[l]);
+      v16 sum = {};
+      for (int64_t j = 0; j < padded; j += 16) {
+        v16 e = exp_nonpos(load16(sh + j) - m);
+        if (j + 16 > len)
+          for (int64_t l = len - j; l < 16; ++l) e[l] = 0.f;
+        std::memcpy(sh + j, &e, sizeof e);
+        sum += e;
+      }
+      total[h] = hsum(sum);
     }
     std::fill(acc.begin(), acc.end(), v16{});
     v16* y = acc.data();
@@ -203,7 +238,7 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
         v16 vc[NC];
         for (int c = 0; c < NC; ++c) vc[c] = load16(vr + 16 * c);
         for (int64_t g = 0; g < G; ++g) {
-          const float p = s[(h * G + g) * len + j];
+          const float p = s[(h * G + g) * padded + j];
           for (int c = 0; c < NC; ++c) y[(h * G + g) * NC + c] += p * vc[c];
         }
       }

@@ -68,6 +68,17 @@ def test_head_dim_128_long_contexts():
     torch.testing.assert_close(out_k.double(), ref, rtol=1e-5, atol=1e-5)
 
 
+def test_peaked_and_flat_softmaxes():
+    # Scores hundreds apart (the kernel's exp holds values below e^-87 there) and scores all ~0 (every weight ~1).
+    # Scores of ~500 carry fp32 rounding of ~3e-5 before any exp, in SDPA too: against float64, a wider tolerance.
+    for factor, tol in ((60.0, 1e-4), (1e-3, 1e-5)):
+        case = make_case(ragged_decodes(7, 6, 16, max_ctx=400), 16, (9, 3), seed=7)
+        case.q.mul_(factor)
+        out_k, out_t, ref = run_both(case)
+        torch.testing.assert_close(out_k, out_t, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out_k.double(), ref, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_caches(dtype):
     case = make_case(ragged_decodes(3, 9, 16), 16, (9, 3), dtype=dtype, seed=3)
