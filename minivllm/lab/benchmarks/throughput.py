@@ -160,13 +160,15 @@ def run_hf_generate_batch(hf, prompts, new_tokens, device) -> tuple[float, float
     return times[0], times[1], outputs[0], outputs[1]
 
 
-def measure_bandwidth_gbs(mbytes: int = 256, passes: int = 5) -> float:
-    """Memory read bandwidth in GB/s: the best of ``passes`` sums over a buffer far larger than the caches."""
-    buf = torch.ones(mbytes * (1 << 20) // 4)
+def measure_bandwidth_gbs(mbytes: int = 256, passes: int = 5, device: str | torch.device = "cpu") -> float:
+    """Memory read bandwidth of ``device`` in GB/s: the best of ``passes`` sums over a buffer larger than its caches."""
+    buf = torch.ones(mbytes * (1 << 20) // 4, device=device)
     best = float("inf")
     for _ in range(passes):
+        sync(buf.device)
         t0 = CLOCK[0]()
         buf.sum()
+        sync(buf.device)
         best = min(best, CLOCK[0]() - t0)
     return buf.numel() * 4 / best / 1e9
 
@@ -218,7 +220,7 @@ def _run_one(kind: str, opts: dict) -> dict:
         elem = next(loaded.model.parameters()).element_size()
         prefill = [sum(st.prefill_tokens.values()) for st in steps]
         split["kv_bytes"] = decode_kv_bytes(loaded.arch, elem, prefill, contexts[-len(steps) :])
-        split["bandwidth_gbs"] = opts.get("bandwidth_gbs") or measure_bandwidth_gbs()
+        split["bandwidth_gbs"] = opts.get("bandwidth_gbs") or measure_bandwidth_gbs(device=device)
         result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
         result["num_prompt_tokens"] = sum(map(len, prompts))
         if opts["profile"] and kind == "minivllm":
