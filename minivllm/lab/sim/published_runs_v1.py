@@ -7,7 +7,8 @@ serving traces collected with inference-perf", step traces from vLLM V1's OTEL j
 engine arguments (the directory ``default_args``; its ``exp-config.yaml`` files: max_num_batched_tokens 2048,
 max_num_seqs 128, max_model_len 4096). The experiment list with rates: ``split.py`` in the same repository
 (codegen 5 then 10 req/s, roleplay 6 req/s). The client's prompt pool: inference-perf's
-``inference_perf/datagen/shared_prefix_datagen.py`` (github.com/kubernetes-sigs/inference-perf). The registry is :data:`minivllm.lab.sim.published_runs.PUBLISHED_RUNS`.
+``inference_perf/datagen/shared_prefix_datagen.py`` (github.com/kubernetes-sigs/inference-perf). The registry is
+:data:`minivllm.lab.sim.published_runs.PUBLISHED_RUNS`.
 """
 
 from __future__ import annotations
