@@ -58,7 +58,10 @@ def tolerance(metric: str) -> float:
 
 
 def build_workload(run: PublishedRun, vocab_size: int, max_requests: int | None = None, seed: int = 0) -> Workload:
-    """The run's requests (the first ``max_requests`` of them if given), random token ids, ignore_eos."""
+    """The run's requests (the first ``max_requests`` of them if given), random token ids, ignore_eos. With
+    ``num_distinct_prompts`` (inference-perf's prompt pool) request i sends pool prompt i % N; with stages too,
+    the pool is sent once first at the first stage's rate (``warm-*``, not counted by :func:`client_metrics`),
+    so the counted requests meet the prefix cache as the published run did after its first N."""
     w = run.workload
     lengths = w.lengths()[:max_requests]
     rng = np.random.default_rng(seed)
