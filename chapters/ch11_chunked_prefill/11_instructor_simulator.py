@@ -60,7 +60,7 @@ for r in replays:
 # %%
 from minivllm.lab.sim.published_runs import get_run
 
-ratios = [(r["run"], row["metric"], row["ratio"]) for r in replays for row in r["rows"]]
+ratios = [(r["run"], row["metric"], row["ratio"]) for r in replays for row in r["rows"] if "not_comparable" not in row]
 worst = max(ratios, key=lambda x: abs(x[2] - 1))
 held_out = [x for x in ratios if "h100" in x[0]]
 worst_held = max(held_out, key=lambda x: abs(x[2] - 1))
@@ -83,7 +83,10 @@ for r in replays:
         + (f"{far(alt['rows'])['metric']} {far(alt['rows'])['ratio']:.3f}" if alt else "(its own generation)")
     )
 outside_own = [f"{r['run']} {row['metric']}" for r in own for row in r["rows"] if not row["ok"]]
-outside = [f"{r['run']} {row['metric']} {row['ratio']:.2f}" for r in replays for row in r["rows"] if not row["ok"]]
+outside = [f"{r['run']} {row['metric']} {row['ratio']:.2f}" for r in replays for row in sim_validation.counted(r)]
+unchecked = [
+    f"{r['run']} {row['metric']} {row['ratio']:.2f}" for r in replays for row in r["rows"] if "not_comparable" in row
+]
 e2e = [
     (row["ratio"], o["ratio"])
     for r in v1
@@ -101,7 +104,8 @@ print(
     f"within its target (TTFT ±25%, the rest ±15%): {not outside_own}. V1 runs priced as V1: E2E "
     f"{min(a for a, _ in e2e):.2f}-{max(a for a, _ in e2e):.2f} of the published, as vLLM 0.6 "
     f"{min(b for _, b in e2e):.2f}-{max(b for _, b in e2e):.2f}. {online[0]['run']}'s median TTFT: {ttft[-1][0]:.2f} "
-    f"with its bursts, {ttft[-1][1]:.2f} without. Outside the target: {', '.join(outside) or 'none'}."
+    f"with its bursts, {ttft[-1][1]:.2f} without. Outside the target: {', '.join(outside) or 'none'}; not "
+    f"comparable (the run's record says why): {', '.join(unchecked) or 'none'}."
 )
 print(f"The furthest off: {worst[0]} {worst[1]}, {worst[2] - 1:+.1%}; on the held-out H100 runs: "
       f"{worst_held[1]} {worst_held[2] - 1:+.1%}.")  # fmt: skip

@@ -6,7 +6,9 @@ config.yaml`` (inference-perf's workload and load stages) and ``results/summary_
 serving traces collected with inference-perf", step traces from vLLM V1's OTEL journey tracing), vLLM's default
 engine arguments (the directory ``default_args``; its ``exp-config.yaml`` files: max_num_batched_tokens 2048,
 max_num_seqs 128, max_model_len 4096). The experiment list with rates: ``split.py`` in the same repository
-(codegen 5 then 10 req/s, roleplay 6 req/s). The registry is :data:`minivllm.lab.sim.published_runs.PUBLISHED_RUNS`.
+(codegen 5 then 10 req/s, roleplay 6 req/s). The client's prompt pool: inference-perf's
+``inference_perf/datagen/shared_prefix_datagen.py`` (github.com/kubernetes-sigs/inference-perf). The registry is
+:data:`minivllm.lab.sim.published_runs.PUBLISHED_RUNS`.
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ _INFERENCE_SIM_REPLAY_NOTES = (
     f"{REPLAY_SECONDS_PER_STAGE:.0f} s at its constant rate (inference-perf's load type 'constant': evenly "
     "spaced), compared with the whole run's summary (the published latencies are steady: p1-p99 within "
     "+-25% of the mean); every prompt is the run's mean recorded prompt length, its first system_prompt_len "
-    "tokens shared by one of num_groups groups (prefix caching on); every output is the configured output_len "
-    "(ignore_eos: the recorded output_len counts re-tokenised text, whose low tail the narrow latencies "
-    "rule out); no API-server intake (none measured: TTFT includes the server's own work)"
+    "tokens shared by one of num_groups groups; the client cycles num_groups x num_prompts_per_group = 100 "
+    "prompts drawn once (inference-perf's SharedPrefixDataGenerator: request i sends prompt i % 100; the "
+    "recorded prompt_len percentiles are identical in every stage), so after the first 100 requests every "
+    "prompt is a full prefix-cache hit (V1: prefix caching on): the replay sends those 100 first as an uncounted "
+    "warm-up (in the published run they are ~1% of the requests); every output is the configured output_len "
+    "(ignore_eos: the recorded output_len counts re-tokenised text, whose low tail the narrow latencies rule "
+    "out); the API server's own work per request (minivllm.lab.sim.intake) is the fastest published first token "
+    "(first_token_s, the summary's min time_to_first_token) less the fastest simulated one without it"
 )
 
 
@@ -44,6 +51,7 @@ def _inference_sim_run(
     output_len: int,
     system_prompt_len: int,
     metrics: dict[str, float],
+    first_token_s: float,
 ) -> PublishedRun:
     """One of inference-sim's Llama-2-7B H100 experiments, its load stages cut to REPLAY_SECONDS_PER_STAGE each."""
     full = ", ".join(f"{r:g} req/s for {d:g} s" for r, d in stages)
@@ -67,12 +75,14 @@ def _inference_sim_run(
             stages=replayed,
             shared_prefix_len=system_prompt_len,
             num_prefix_groups=10,
+            num_distinct_prompts=10 * 10,  # config.yaml: num_groups 10 x num_prompts_per_group 10
         ),
         metrics=metrics,
         preset="llama2_7b_h100",
         replay=_INFERENCE_SIM_REPLAY,
         replay_notes=_INFERENCE_SIM_REPLAY_NOTES,
         client="inference_perf",
+        first_token_s=first_token_s,
         engine_generation="v1",
         generation_notes="vLLM V1 (its OTEL journey traces are V1's): host work overlapped with the GPU",
     )
@@ -87,6 +97,7 @@ V1_RUNS: tuple[PublishedRun, ...] = (
         247,
         100,
         {"mean_e2e_s": 2.08074, "median_e2e_s": 2.11062, "mean_ttft_s": 0.027982, "median_ttft_s": 0.027236},
+        0.016297,  # time_to_first_token min (stage_1_lifecycle_metrics.json's min too)
     ),
     _inference_sim_run(
         "20260217-162547-llama-2-7b-tp1-roleplay",
@@ -96,5 +107,6 @@ V1_RUNS: tuple[PublishedRun, ...] = (
         251,
         150,
         {"mean_e2e_s": 2.07112, "median_e2e_s": 2.06609, "mean_ttft_s": 0.027129, "median_ttft_s": 0.026828},
+        0.019211,  # time_to_first_token min
     ),
 )

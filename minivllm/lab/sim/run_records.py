@@ -39,6 +39,8 @@ class RunWorkload:
     stages: tuple[tuple[float, float], ...] = ()  # (requests/s, seconds): evenly spaced arrivals, stage after stage
     shared_prefix_len: int = 0  # the first tokens of each prompt, shared by its group (a system prompt)
     num_prefix_groups: int = 0  # request i belongs to group i % num_prefix_groups
+    num_distinct_prompts: int = 0  # > 0: the client cycles this many pre-generated prompts (request i sends prompt
+    # i % num_distinct_prompts, so repeats hit the prefix cache in full); 0: every request's prompt is its own
 
     def arrival_times(self) -> list[float]:
         """Seconds from the start: ``stages`` at constant intervals, else all at t = 0 (Poisson rates are drawn by
@@ -79,6 +81,8 @@ class PublishedRun:
     engine_generation: str = "v0.6-multistep"  # the engine the run used, as minivllm.lab.sim.generation names it
     num_scheduler_steps: int = 1  # vLLM 0.6's --num-scheduler-steps on that engine
     generation_notes: str = ""  # why this generation (the version the source states, or the assumption)
+    not_comparable: dict[str, str] = field(default_factory=dict)  # metric -> why the replay cannot reproduce it:
+    # the row is printed with its ratio, marked "not comparable", and never counted by sim_validation --check
 
 
 def ints(text: str) -> tuple[int, ...]:
