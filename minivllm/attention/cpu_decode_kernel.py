@@ -306,11 +306,43 @@ void paged_decode(const at::Tensor& q, const at::Tensor& kv_cache, const at::Ten
   }
 }
 
+// vLLM's reshape_and_cache: row t of key / value ([T, Hkv, D], rows at any stride) into slot slot_mapping[t] of the
+// K / V pages; slot -1 skips the row. One call instead of the torch path's masked index_copy pair per layer.
+void reshape_and_cache(const at::Tensor& key, const at::Tensor& value, const at::Tensor& kv_cache,
+                       const at::Tensor& slot_mapping) {
+  TORCH_CHECK(kv_cache.is_contiguous() && kv_cache.dim() == 5, "kv_cache layout");
+  TORCH_CHECK(key.scalar_type() == kv_cache.scalar_type() && value.scalar_type() == kv_cache.scalar_type(), "dtype");
+  TORCH_CHECK(slot_mapping.scalar_type() == at::kLong && slot_mapping.is_contiguous(), "slot_mapping int64");
+  const int64_t T = key.size(0), row = kv_cache.size(3) * kv_cache.size(4);
+  const int64_t num_slots = kv_cache.size(1) * kv_cache.size(2), size = row * kv_cache.element_size();
+  for (const at::Tensor* x : {&key, &value})
+    TORCH_CHECK(x->dim() == 3 && x->size(0) == T && x->size(1) == kv_cache.size(3) && x->size(2) == kv_cache.size(4) &&
+                    x->stride(2) == 1 &&
+                    x->stride(1) == x->size(2) && slot_mapping.size(0) >= T, "key/value [T, Hkv, D]");
+  const int64_t* slots = slot_mapping.data_ptr<int64_t>();
+  for (int64_t t = 0; t < T; ++t) TORCH_CHECK(slots[t] >= -1 && slots[t] < num_slots, "slot out of range");
+  char* k_pages = static_cast<char*>(kv_cache.data_ptr());
+  char* v_pages = k_pages + num_slots * size;
+  const char *k = static_cast<const char*>(key.data_ptr()), *v = static_cast<const char*>(value.data_ptr());
+  const int64_t ks = key.stride(0) * key.element_size(), vs = value.stride(0) * value.element_size();
+  at::parallel_for(0, T, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      if (slots[t] < 0) continue;
+      std::memcpy(k_pages + slots[t] * size, k + t * ks, size);
+      std::memcpy(v_pages + slots[t] * size, v + t * vs, size);
+    }
+  });
+}
+
 TORCH_LIBRARY(minivllm_cpu, m) {
   m.def("paged_decode(Tensor q, Tensor kv_cache, Tensor(a!) out, Tensor rows, Tensor reqs, Tensor block_table, "
         "Tensor seq_lens, float scale) -> ()");
+  m.def("reshape_and_cache(Tensor key, Tensor value, Tensor(a!) kv_cache, Tensor slot_mapping) -> ()");
 }
-TORCH_LIBRARY_IMPL(minivllm_cpu, CPU, m) { m.impl("paged_decode", &paged_decode); }
+TORCH_LIBRARY_IMPL(minivllm_cpu, CPU, m) {
+  m.impl("paged_decode", &paged_decode);
+  m.impl("reshape_and_cache", &reshape_and_cache);
+}
 """
 
 PagedDecode = Callable[..., None]
@@ -383,6 +415,11 @@ def unavailable(mode: str) -> bool:
     if mode == "auto" and platform.system() != "Linux":
         return True
     return mode == "0" or (mode == "auto" and _load_or_none.cache_info().currsize > 0 and _load_or_none() is None)
+
+
+def get_reshape_and_cache(mode: str) -> PagedDecode | None:
+    """The extension's K/V writer (vLLM's ``reshape_and_cache``), built with the kernel; None where it is not."""
+    return None if get_paged_decode(mode) is None else torch.ops.minivllm_cpu.reshape_and_cache
 
 
 def get_paged_decode(mode: str) -> PagedDecode | None:

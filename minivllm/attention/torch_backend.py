@@ -20,6 +20,7 @@ decode path above is its oracle and its fallback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -68,6 +69,7 @@ class TorchPlan:
     decode: list[DecodePlan]  # the "decode" requests again, in one or two batches: forward attends them there
     kernel: KernelDecode | None = None  # instead of ``decode`` when the C++ kernel attends the decodes
     all_slots_valid: bool | None = None  # no -1 among the real tokens' slots (checked once per step, on CPU)
+    writer: Callable[..., None] | None = None  # the C++ extension's K/V writer, where the kernel is in use
 
 
 def visible_slots(meta: AttentionMetadata) -> torch.Tensor:
@@ -175,6 +177,8 @@ class TorchAttentionBackend(AttentionBackend):
         # The kernel is built at its first use in forward(), where q's dtype and head size are known.
         kernel = meta.block_table.device.type == "cpu" and not cpu_decode_kernel.unavailable(self.decode_kernel)
         meta.plan = plan = build_torch_plan(meta, kernel)
+        if kernel and meta.slot_mapping.is_contiguous():
+            plan.writer = cpu_decode_kernel.get_reshape_and_cache(self.decode_kernel)
         if meta.slot_mapping.device.type == "cpu":  # one check per step instead of one per layer (a sync on CUDA)
             plan.all_slots_valid = bool((meta.slot_mapping[: meta.num_actual_tokens] >= 0).all())
 
@@ -193,7 +197,10 @@ class TorchAttentionBackend(AttentionBackend):
         assert isinstance(plan, TorchPlan)  # prepare() built it; tells the type checker
         # (k.shape[0] is num_actual_tokens here unless the runner pads: then the padding slots are -1, checked.)
         all_valid = plan.all_slots_valid if k.shape[0] == meta.num_actual_tokens else None
-        write_kv_cache(k, v, kv_cache, meta.slot_mapping, all_valid)
+        if plan.writer is not None and k.dtype == kv_cache.dtype and meta.slot_mapping.dtype == torch.int64:
+            plan.writer(k, v, kv_cache, meta.slot_mapping)  # the C++ extension's reshape_and_cache: one call
+        else:
+            write_kv_cache(k, v, kv_cache, meta.slot_mapping, all_valid)
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # every real row is written below
         if q.shape[0] > meta.num_actual_tokens:
             out[meta.num_actual_tokens :] = 0  # padding rows
