@@ -175,6 +175,17 @@ inline __attribute__((always_inline)) void for_each_position(const Args<scalar_t
   }
 }
 
+// One head's D values of a key or value row as fp32: the row itself in an fp32 cache, else converted into buf.
+template <int64_t D, typename scalar_t>
+inline __attribute__((always_inline)) const float* as_float(const scalar_t* row, float* buf) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    return row;
+  } else {
+    for (int64_t d = 0; d < D; ++d) buf[d] = static_cast<float>(row[d]);
+    return buf;
+  }
+}
+
 // Tasks [begin, end): one decode request each, every head. Scores s[(h * G + g) * padded + j] for query head h*G+g.
 // NC = head_dim / 16 is a compile-time constant, so a query head and its output accumulator live in registers.
 template <typename scalar_t, int NC>
@@ -194,17 +205,11 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
     float* s = scores.data();
     for_each_position(a, a.k, table, len, [&](int64_t j, const scalar_t* keys) {  // 1: scores
       for (int64_t h = 0; h < Hkv; ++h) {  // each key row is read once for its group of query heads (GQA)
-        const float* kr;
-        if constexpr (std::is_same_v<scalar_t, float>) {
-          kr = keys + h * D;
-        } else {
-          for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(keys[h * D + d]);
-          kr = x;
-        }
+        const float* kr = as_float<D>(keys + h * D, x);
         for (int64_t g = 0; g < G; ++g) s[(h * G + g) * padded + j] = dot<NC>(&qf[(h * G + g) * NC], kr) * a.scale;
       }
     });
-    for (int64_t h = 0; h < Hq; ++h) {  // 2: exact softmax numerators, max first; 16 lanes at a time
+    for (int64_t h = 0; h < Hq; ++h) {  // 2: softmax numerators, max first; 16 lanes at a time
       float* sh = s + h * padded;
       for (int64_t j = len; j < padded; ++j) sh[j] = sh[0];  // the tail of the last 16: exp'd, then zeroed
       v16 mv = load16(sh);
@@ -228,13 +233,7 @@ inline __attribute__((always_inline)) void attend(const Args<scalar_t>& a, int64
     v16* y = acc.data();
     for_each_position(a, a.v, table, len, [&](int64_t j, const scalar_t* values) {  // 3: weighted values
       for (int64_t h = 0; h < Hkv; ++h) {
-        const float* vr;
-        if constexpr (std::is_same_v<scalar_t, float>) {
-          vr = values + h * D;
-        } else {
-          for (int64_t d = 0; d < D; ++d) x[d] = static_cast<float>(values[h * D + d]);
-          vr = x;
-        }
+        const float* vr = as_float<D>(values + h * D, x);
         v16 vc[NC];
         for (int c = 0; c < NC; ++c) vc[c] = load16(vr + 16 * c);
         for (int64_t g = 0; g < G; ++g) {

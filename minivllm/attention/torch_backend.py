@@ -174,7 +174,7 @@ class TorchAttentionBackend(AttentionBackend):
         self.decode_kernel = cpu_decode_kernel.kernel_mode(decode_kernel)
 
     def prepare(self, meta: AttentionMetadata) -> None:
-        # The kernel is built at its first use in forward(), where q's dtype and head size are known.
+        # The extension is built here at its first use (its K/V writer); forward() checks q's dtype and head size.
         kernel = meta.block_table.device.type == "cpu" and not cpu_decode_kernel.unavailable(self.decode_kernel)
         meta.plan = plan = build_torch_plan(meta, kernel)
         if kernel and meta.slot_mapping.is_contiguous():

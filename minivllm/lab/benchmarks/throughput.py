@@ -219,7 +219,7 @@ def _run_one(kind: str, opts: dict) -> dict:
         split["weight_bytes"] = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
         elem = next(loaded.model.parameters()).element_size()
         prefill = [sum(st.prefill_tokens.values()) for st in steps]
-        split["kv_bytes"] = decode_kv_bytes(loaded.arch, elem, prefill, contexts[-len(steps) :])
+        split["kv_bytes"] = decode_kv_bytes(loaded.arch, elem, prefill, contexts)  # one per timed step
         split["bandwidth_gbs"] = opts.get("bandwidth_gbs") or measure_bandwidth_gbs(device=device)
         result = {"seconds": t, "outputs": outs, "split": split, "threads": torch.get_num_threads()}
         result["num_prompt_tokens"] = sum(map(len, prompts))
