@@ -46,7 +46,9 @@ async function calibrate(numTokens, decode) {
   const before = all.filter((x) => x.end <= rec.first_scheduled_time && x.prefill_tokens === 0).slice(-8);
   const d = before.length >= 3 ? median(before.map((x) => x.duration)) : decode;
   const t = steps.reduce((a, x) => a + Math.max(0, x.duration - d), 0);
-  return { L: tokens, sent: numTokens, t, steps: steps.length, decode: d };
+  // L counts every token those steps prefilled (the cost being fitted: another request's prompt may share a
+  // step); `cached` is this prompt's own prefix-cache hit, from its trace record.
+  return { L: tokens, sent: numTokens, cached: rec.num_cached_tokens, t, steps: steps.length, decode: d };
 }
 
 // The published steps that prefilled between first and last (engine clock), once the snapshot has them.
@@ -115,7 +117,8 @@ async function sizeScene(n) {
 }
 
 // The tokens of a sizing prompt the prefix cache already held (the template's opening): the least over them.
-const cached = (pts) => Math.min(...pts.map((p) => p.sent - p.L));
+// (Not sent - L: a step that also prefilled another request's prompt makes L exceed the tokens sent.)
+const cached = (pts) => Math.max(0, Math.min(...pts.map((p) => p.cached)));
 
 async function probeScene(n, decode, chunk, lenCap) {
   const stall = (f, L) => decode + f.a * L + f.b * L * L;
@@ -166,7 +169,7 @@ async function probeScene(n, decode, chunk, lenCap) {
   const L1 = converged ? aimed : Math.min(aimed, longest(f, 0.75 * MAX_STALL_S));
   const pred = stall(f, L1), slow = lastChunk(f, L1);
   // The fit counts the tokens prefilled; a prompt also has the template's opening, whose full blocks the prefix
-  // cache may already hold (measured: the tokens sent less those prefilled, the least over the sizing prompts).
+  // cache may already hold (each sizing prompt's own prefix-cache hit, from its trace record: the least of them).
   const ragTokens = Math.min(lenCap, L1 + cached(pts));
   return { decode, a: f.a, b: f.b, chunk, cap: lenCap, maxStall: MAX_STALL_S, ragTokens, stall: pred,
            lastChunk: slow, ratio: pred / slow, converged, trimmed: L1 < aimed, measured: pts, capped: pred < STALL_TARGET * slow - 1e-9 };
