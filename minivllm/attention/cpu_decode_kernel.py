@@ -24,33 +24,35 @@ a compile-time constant of the loops. One request is computed by one thread, and
 the vector width the CPU picked (AVX-512, AVX2 or SSE builds of the same code). It may differ from SDPA's in
 the last bits: ``tests/attention/test_cpu_paged_decode.py`` compares the two within fp32 rounding.
 
-It is compiled at first use with :func:`torch.utils.cpp_extension.load_inline` (a C++ compiler and ``ninja``,
-which requirements.txt installs; only ATen headers, no pybind11) and cached in torch's extension directory
-(``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``): the first build takes ~10-15 s of CPU
-(once per fresh home directory), a later process loads it in ~0.1 s. ``MINIVLLM_CPU_DECODE_KERNEL`` chooses:
-``auto`` (unset) uses it on Linux when it builds and otherwise logs one line and keeps the torch path (on macOS
-and Windows, whose compilers want other OpenMP and attribute spellings, ``auto`` keeps the torch path without
-trying); ``1`` requires it (an error if it cannot be built); ``0`` never builds it (the torch path, which is
-also the kernel's test oracle).
+Like the decode-sized linear layer's kernel (:mod:`minivllm.model.cpu_decode_gemm`), it is compiled at first use
+by :mod:`minivllm.cpp_build`, whose ``MINIVLLM_CPU_DECODE_KERNEL`` (``auto``, ``1`` or ``0``) chooses for both; the
+torch path is this kernel's test oracle and its fallback.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
-import os
 import platform
-import shutil
-import sys
 from collections.abc import Callable
 
 import torch
 
+from minivllm.cpp_build import ENV_VALUES, ENV_VAR, compile_inline, kernel_mode
+
+__all__ = [  # ENV_VAR, ENV_VALUES and kernel_mode live in minivllm.cpp_build (shared with the linear kernel)
+    "ENV_VALUES",
+    "ENV_VAR",
+    "HEAD_DIMS",
+    "kernel_mode",
+    "supports",
+    "unavailable",
+    "get_paged_decode",
+    "get_reshape_and_cache",
+]
+
 logger = logging.getLogger(__name__)
 
-ENV_VAR = "MINIVLLM_CPU_DECODE_KERNEL"
-ENV_VALUES = ("auto", "0", "1")
 HEAD_DIMS = (64, 128)  # head sizes the kernel is compiled for (SmolLM2, TinyLlama, Llama; others: the torch path)
 
 _CPP = r"""
@@ -347,15 +349,6 @@ TORCH_LIBRARY_IMPL(minivllm_cpu, CPU, m) {
 PagedDecode = Callable[..., None]
 
 
-def kernel_mode(value: str | None = None) -> str:
-    """``value`` (None: ``MINIVLLM_CPU_DECODE_KERNEL``, unset = auto) as ``auto``/``0``/``1``; else ValueError."""
-    source = "decode_kernel" if value is not None else ENV_VAR
-    mode = (os.environ.get(ENV_VAR, "") if value is None else value).strip().lower() or "auto"
-    if mode not in ENV_VALUES:
-        raise ValueError(f"{source} must be one of {', '.join(ENV_VALUES)} (unset = auto), got {mode!r}.")
-    return mode
-
-
 def supports(q: torch.Tensor, kv_cache: torch.Tensor) -> bool:
     """Whether the kernel handles these shapes and dtypes (CPU tensors, one float dtype, a head size in HEAD_DIMS)."""
     return (
@@ -371,32 +364,8 @@ def supports(q: torch.Tensor, kv_cache: torch.Tensor) -> bool:
 @functools.cache
 def _build() -> PagedDecode:
     """Compile (or load the cached build of) the extension; raises what the build raises."""
-    from torch.utils import cpp_extension
-
-    path = os.environ.get("PATH", "")
-    if shutil.which("ninja") is None:  # pip's ninja in a venv that is not activated: its scripts folder
-        os.environ["PATH"] = os.pathsep.join([_pip_ninja_dir(), os.path.dirname(sys.executable), path])
-    try:
-        cpp_extension.load_inline(  # type: ignore[no-untyped-call]
-            name="minivllm_cpu_paged_decode",
-            cpp_sources=_CPP,
-            extra_cflags=["-O3", "-fopenmp", "-ffp-contract=off"],
-            extra_ldflags=["-fopenmp"],
-            is_python_module=False,  # registers torch.ops.minivllm_cpu.paged_decode
-            no_implicit_headers=True,  # not <torch/extension.h> (pybind11): a build of ~5 s of CPU instead of ~35
-            verbose=False,
-        )
-    finally:
-        os.environ["PATH"] = path
+    compile_inline("minivllm_cpu_paged_decode", _CPP)  # registers torch.ops.minivllm_cpu.paged_decode
     return torch.ops.minivllm_cpu.paged_decode
-
-
-def _pip_ninja_dir() -> str:
-    """Where the ``ninja`` package put its binary ("" without the package)."""
-    try:
-        return str(getattr(importlib.import_module("ninja"), "BIN_DIR", ""))
-    except ImportError:
-        return ""
 
 
 @functools.cache

@@ -13,7 +13,8 @@ PyTorch's default GEMM, by a few units in the last place, like any other GEMM li
 
 ``set_cpu_gemm(model, "onednn")`` swaps every ``nn.Linear`` for a :class:`PackedLinear` that shares
 its weight and bias (tied embeddings stay tied); ``set_cpu_gemm(model, "torch")`` swaps them back.
-The packed copy costs as much memory as the weights themselves.
+The packed copy costs as much memory as the weights themselves; where the decode GEMM kernel runs
+(:mod:`minivllm.model.cpu_decode_gemm`, for calls of at most 16 rows), its own packed copy costs as much again.
 
 oneDNN compiles a kernel for every input shape it meets and keeps up to 1,024 of them (its primitive
 cache): a server whose steps have every token count from 1 to the budget would fill it, a few hundred MB
@@ -33,6 +34,8 @@ import torch
 from torch import nn
 
 from minivllm.config import CPU_GEMMS
+from minivllm.cpp_build import kernel_mode
+from minivllm.model import cpu_decode_gemm
 
 ROW_BUCKET = 8  # PackedLinear pads its input to a multiple of this many rows
 
@@ -55,7 +58,13 @@ def _pack(weight: torch.Tensor) -> torch.Tensor:
 
 
 class PackedLinear(nn.Module):
-    """``y = x W^T + b`` with ``W`` reordered once for oneDNN; ``weight``/``bias`` are the original parameters."""
+    """``y = x W^T + b`` with ``W`` reordered once for oneDNN; ``weight``/``bias`` are the original parameters.
+
+    Where the decode GEMM kernel runs (:mod:`minivllm.model.cpu_decode_gemm`: fp32, built), calls of at most
+    ``DECODE_ROWS`` rows (decode steps) go to it instead, over a second packed copy of the weight."""
+
+    decode_weight: torch.Tensor | None  # the decode kernel's packing, or None
+    decode_linear: cpu_decode_gemm.DecodeLinear | None
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
@@ -63,9 +72,22 @@ class PackedLinear(nn.Module):
         self.weight = linear.weight  # the same Parameter: loading, tying and .to() still see it
         self.bias = linear.bias
         self.register_buffer("packed_weight", _pack(linear.weight), persistent=False)
+        self.decode_linear = None
+        self.register_buffer("decode_weight", None, persistent=False)
+        self.pack_decode()
+
+    def pack_decode(self) -> None:
+        """Pack the weight for the decode kernel too, where it runs (``MINIVLLM_CPU_DECODE_KERNEL``, fp32)."""
+        kernel = cpu_decode_gemm.get_decode_linear(kernel_mode()) if cpu_decode_gemm.supports(self.weight) else None
+        self.decode_linear = kernel
+        self.decode_weight = None if kernel is None else cpu_decode_gemm.pack(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.shape[0]
+        if self.decode_linear is not None and x.dim() == 2 and rows <= cpu_decode_gemm.DECODE_ROWS:
+            y = x.new_empty(rows, self.out_features)  # a decode step: the weights streamed once, at full speed
+            self.decode_linear(x.contiguous(), self.decode_weight, self.bias, y)
+            return y
         pad = -rows % ROW_BUCKET if x.dim() == 2 else 0
         if pad:  # a bucketed row count: oneDNN compiles and caches one kernel per input shape
             x = torch.cat([x, x.new_zeros(pad, x.shape[1])])
@@ -106,6 +128,7 @@ def set_cpu_gemm(model: nn.Module, gemm: str) -> int:
                 setattr(parent, name, PackedLinear(child))
             elif gemm == "onednn" and isinstance(child, PackedLinear):
                 child.packed_weight = _pack(child.weight)
+                child.pack_decode()
             elif gemm == "torch" and isinstance(child, PackedLinear):
                 setattr(parent, name, child.unpacked())
             else:

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from minivllm.config import EngineConfig, ModelConfig
+from minivllm.cpp_build import ENV_VAR
 from minivllm.model.cpu_gemm import ROW_BUCKET, PackedLinear, onednn_supports, resolve_cpu_gemm, set_cpu_gemm
 
 needs_onednn = pytest.mark.skipif(not onednn_supports(torch.float32), reason="no oneDNN fp32 linear on this CPU")
@@ -38,7 +39,8 @@ def test_bucketed_rows_keep_their_bits_and_meet_few_shapes(monkeypatch, out_feat
     other rows hold, so the zero rows added by the padding change no bit of the real rows (compared with the
     same shape padded with random rows instead); the padded result is within fp32 rounding of an unpadded call
     (a different shape may take another kernel: on an AVX-512 EPYC one row differs in the last bits); and
-    1..64 rows meet only 64 / ROW_BUCKET shapes."""
+    1..64 rows meet only 64 / ROW_BUCKET shapes. (The decode GEMM kernel is switched off: it would take 1..16.)"""
+    monkeypatch.setenv(ENV_VAR, "0")
     torch.manual_seed(out_features + in_features)
     linear = PackedLinear(nn.Linear(in_features, out_features))
     x = torch.randn(64, in_features)
