@@ -16,10 +16,15 @@ never builds it (the torch path, which is also each kernel's test oracle).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+
+logger = logging.getLogger(__name__)
 
 ENV_VAR = "MINIVLLM_CPU_DECODE_KERNEL"
 ENV_VALUES = ("auto", "0", "1")
@@ -43,18 +48,45 @@ def compile_inline(name: str, source: str, cflags: tuple[str, ...] = ("-O3", "-f
     path = os.environ.get("PATH", "")
     if shutil.which("ninja") is None:  # pip's ninja in a venv that is not activated: its scripts folder
         os.environ["PATH"] = os.pathsep.join([_pip_ninja_dir(), os.path.dirname(sys.executable), path])
+    build_dir = cpp_extension._get_build_directory(name, verbose=False)  # where load_inline builds and locks
     try:
-        cpp_extension.load_inline(  # type: ignore[no-untyped-call]
-            name=name,
-            cpp_sources=source,
-            extra_cflags=list(cflags),
-            extra_ldflags=["-fopenmp"],
-            is_python_module=False,  # the source registers torch.ops.<library>.<op>
-            no_implicit_headers=True,  # not <torch/extension.h> (pybind11): a build of ~5 s of CPU instead of ~35
-            verbose=False,
-        )
+        with _one_builder(build_dir):
+            cpp_extension.load_inline(  # type: ignore[no-untyped-call]
+                name=name,
+                cpp_sources=source,
+                extra_cflags=list(cflags),
+                extra_ldflags=["-fopenmp"],
+                is_python_module=False,  # the source registers torch.ops.<library>.<op>
+                no_implicit_headers=True,  # not <torch/extension.h> (pybind11): a build of ~5 s of CPU instead of ~35
+                verbose=False,
+            )
     finally:
         os.environ["PATH"] = path
+
+
+@contextlib.contextmanager
+def _one_builder(build_dir: str) -> Iterator[None]:
+    """Let one minivllm process at a time build or load in ``build_dir``, and clear a dead build's lock first.
+
+    torch marks a build in progress with a ``lock`` file there and waits, forever, for it to go away; a build
+    killed part-way (a notebook kernel restarted during the first ~15 s build) leaves it behind, and every later
+    engine would hang at start. Around torch's, minivllm holds an ``flock`` on ``minivllm.flock``, which the
+    operating system releases when its process dies: once it is held, no live minivllm process is building
+    there, so a ``lock`` file left is stale and is removed.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system (the kernels are built in "auto" mode on Linux only)
+        yield
+        return
+    os.makedirs(build_dir, exist_ok=True)
+    with open(os.path.join(build_dir, "minivllm.flock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # waits while another process builds; closing the file releases it
+        baton = os.path.join(build_dir, "lock")
+        if os.path.exists(baton):
+            logger.warning("Removing %s, left by a build of %s that was stopped part-way.", baton, build_dir)
+            os.remove(baton)
+        yield
 
 
 def _pip_ninja_dir() -> str:
