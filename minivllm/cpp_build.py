@@ -48,8 +48,8 @@ def compile_inline(name: str, source: str, cflags: tuple[str, ...] = ("-O3", "-f
     path = os.environ.get("PATH", "")
     if shutil.which("ninja") is None:  # pip's ninja in a venv that is not activated: its scripts folder
         os.environ["PATH"] = os.pathsep.join([_pip_ninja_dir(), os.path.dirname(sys.executable), path])
-    build_dir = cpp_extension._get_build_directory(name, verbose=False)  # where load_inline builds and locks
     try:
+        build_dir = cpp_extension._get_build_directory(name, verbose=False)  # where load_inline builds and locks
         with _one_builder(build_dir):
             cpp_extension.load_inline(  # type: ignore[no-untyped-call]
                 name=name,
