@@ -118,7 +118,8 @@ def sync_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
     data = _lists(deepcopy(fig._data))  # the whole new figure: fw._data may lack what the front end called a default
     for trace, shown in zip(data, fw.data):
         trace["uid"] = shown.uid
-    fw._widget_data, fw._widget_layout = data, deepcopy(fig._layout)
+    with fw.hold_sync():  # one message: a view never sees the new data under the older layout
+        fw._widget_data, fw._widget_layout = data, deepcopy(fig._layout)
 
 
 def message_html(text: str, level: str = "info") -> str:
