@@ -61,8 +61,8 @@ function pageLoader() {
 }
 
 // The figure as the kernel has it: the last whole figure (_widget_data / _widget_layout) with every change
-// since applied, as plotly's own model means to keep it (its copy is re-read from the widget model on every
-// get, so its edits are lost). Values stay as the messages carry them ("_undefined_", typed-array specs):
+// since applied, by plotly's merge rules (a key set or, when null, removed; an undefined value, sent as
+// "_undefined_", leaves the key as it is). Values stay as the messages carry them (typed arrays as specs):
 // plotly's model decodes what it reads.
 const pathOf = (p) => (Array.isArray(p) ? p : String(p).replace(/\\[(\\d+)\\]/g, ".$1").split("."));
 function setPath(obj, path, value) {
@@ -94,7 +94,7 @@ function restyle(data, changes, traces) {  // {path: value or one value per trac
   const inds = indexes(data, traces);
   for (const [path, v] of Object.entries(changes || {})) {
     const values = Array.isArray(v) ? v : [v];
-    inds.forEach((t, i) => relayout(data[t], { [path]: values[i % values.length] }));
+    inds.forEach((t, i) => data[t] && relayout(data[t], { [path]: values[i % values.length] }));
   }
 }
 const CHANGES = {
@@ -111,7 +111,7 @@ const CHANGES = {
   _py2js_update: (fig, m) => { restyle(fig.data, m.style_data, m.style_traces); relayout(fig.layout, m.layout_data); },
   _py2js_animate: (fig, m) => {
     const inds = indexes(fig.data, m.style_traces);
-    (m.style_data || []).forEach((changes, i) => relayout(fig.data[inds[i]], changes));
+    (m.style_data || []).forEach((changes, i) => fig.data[inds[i]] && relayout(fig.data[inds[i]], changes));
     relayout(fig.layout, m.layout_data);
   },
   // These two only say that the kernel now counts those values as plotly.js's defaults (a view reported
