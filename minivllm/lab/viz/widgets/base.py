@@ -62,8 +62,9 @@ class FigureWidget(go.FigureWidget):
       its open message carries the whole current figure, so a view drawn at any moment draws it (with
       plotly's own open, 11_3's StepPlayer stayed blank in a fresh page);
     - the ESM is ``plotly_esm.ESM``, a small module that loads plotly's 5 MB bundle once per page,
-      outside anywidget's 2 s window, and hands plotly the changes that came meanwhile (plotly's own ESM
-      is the whole bundle, parsed again for every figure: on a busy page a figure kept its first state).
+      outside anywidget's 2 s window (plotly's own ESM is the whole bundle, parsed again for every figure:
+      on a busy page a figure kept its first state), and keeps the kernel's figure, every change applied,
+      for plotly's views: a view drawn late, or shown again, draws what the kernel has.
     """
 
     _esm = ESM
