@@ -164,6 +164,12 @@ class Lab:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def end_sessions(self) -> None:
+        """Shut down every notebook session and its kernel (a closed page leaves them running)."""
+        auth = {"token": self.token}
+        for s in httpx.get(f"{self.url}/api/sessions", params=auth).json():
+            httpx.delete(f"{self.url}/api/sessions/{s['id']}", params=auth)
+
 
 @contextmanager
 def running_lab(root: Path, home: Path, timeout: float = 300.0) -> Iterator[Lab]:

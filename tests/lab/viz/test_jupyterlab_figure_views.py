@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 
-import httpx
 import nbformat
 import pytest
 
@@ -93,8 +92,7 @@ def test_every_view_draws_the_kernels_figure(lab, bundle):
         kernel = P.kernel(page, KERNEL_FIGURE)
     finally:
         page.close()
-        for s in httpx.get(f"{lab.url}/api/sessions", params={"token": lab.token}).json():
-            httpx.delete(f"{lab.url}/api/sessions/{s['id']}", params={"token": lab.token})
+        lab.end_sessions()
     want = json.loads(kernel)
     assert want["title"] == "step 1" and want["traces"][0] == ["queued (3)", [0, 1, 2], [1, 5, 7]]
     assert len(views) == 2

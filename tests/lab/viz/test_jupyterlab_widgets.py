@@ -41,7 +41,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import nbformat
 import pytest
 
@@ -299,8 +298,7 @@ def test_every_control_of_every_widget_app(lab, notebook, app):
         failures += [f"a widget callback raised in the kernel:\n{errors[-3000:]}"] if errors else []
     finally:
         page.close()
-        for s in httpx.get(f"{lab.url}/api/sessions", params={"token": lab.token}).json():
-            httpx.delete(f"{lab.url}/api/sessions/{s['id']}", params={"token": lab.token})
+        lab.end_sessions()
     log = lab.log_text()[log_start:]
     failures += [f"server log: {line}" for line in log.splitlines() if "Traceback" in line or "Exception in" in line]
     failures += [f"page error: {e}" for e in page_errors]
@@ -347,8 +345,7 @@ def test_a_slow_browser_still_draws_every_change(lab, notebook, app):
         failures = c.failures + [f"browser: {text}" for text in console if "anywidget" in text or "minivllm" in text]
     finally:
         page.close()
-        for s in httpx.get(f"{lab.url}/api/sessions", params={"token": lab.token}).json():
-            httpx.delete(f"{lab.url}/api/sessions/{s['id']}", params={"token": lab.token})
+        lab.end_sessions()
     assert not failures, f"{name}:\n- " + "\n- ".join(failures)
 
 
