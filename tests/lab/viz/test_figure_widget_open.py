@@ -9,42 +9,22 @@ state: 11_3's player was blank in a fresh JupyterLab page. Here the comm open me
 
 from __future__ import annotations
 
-import comm
 import ipywidgets as W
 import plotly.graph_objects as go
 import pytest
 
 from minivllm.lab.viz.widgets import ConfigExplorer, RecoveryExplorer, StepPlayer
-
-
-class Comm:
-    """What ``comm.create_comm`` hands ipywidgets, recording the open message's state."""
-
-    def __init__(self, data: dict, **kwargs) -> None:
-        self.state, self.comm_id, self.kernel = data["state"], f"c{id(self)}", None
-
-    def on_msg(self, callback) -> None:
-        pass
-
-    def close(self, *args, **kwargs) -> None:
-        pass
+from tests.helpers.recording_comm import RecordingComm, figure_comms, record_comms
 
 
 @pytest.fixture
-def opened(monkeypatch) -> list[dict]:
-    states: list[dict] = []
-
-    def create_comm(**kwargs):
-        c = Comm(**kwargs)
-        states.append(c.state)
-        return c
-
-    monkeypatch.setattr(comm, "create_comm", create_comm)
-    return states
+def opened(monkeypatch) -> list[RecordingComm]:
+    return record_comms(monkeypatch)
 
 
-def figure_states(states: list[dict]) -> list[dict]:
-    return [s for s in states if "_widget_data" in s]
+def figure_states(opened: list[RecordingComm]) -> list[dict]:
+    """The open state of each FigureWidget's comm."""
+    return [c.messages[0] for c in figure_comms(opened)]
 
 
 def test_plotly_alone_opens_empty(opened):  # the cause, shown on plotly's own class

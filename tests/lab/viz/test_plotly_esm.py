@@ -8,10 +8,8 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from copy import deepcopy
 from pathlib import Path
 
-import comm
 import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
@@ -20,6 +18,7 @@ import pytest
 from minivllm.lab.viz.figures.theme import message_figure, style
 from minivllm.lab.viz.widgets.base import FigureWidget, sync_figure
 from minivllm.lab.viz.widgets.plotly_esm import ESM, PLOTLY_BUNDLE_PATH
+from tests.helpers.recording_comm import RecordingComm, figure_comms, record_comms
 from tests.helpers.widget_frontend import normalised, python_state
 
 
@@ -50,42 +49,11 @@ def test_the_page_wide_key_names_plotlys_version():
 HARNESS = Path(__file__).resolve().parents[2] / "helpers" / "plotly_esm_harness.mjs"
 
 
-class RecordingComm:
-    """What ``comm.create_comm`` hands ipywidgets: the open message's state, then every message sent."""
-
-    def __init__(self, data: dict, buffers=None, **kwargs) -> None:
-        self.comm_id, self.kernel = f"c{id(self)}", object()  # a kernel: ipywidgets sends only with one
-        self.messages: list[dict] = [_with_buffers(data, buffers)]
-
-    def send(self, data=None, buffers=None, **kwargs) -> None:
-        if data.get("method") == "update":
-            self.messages.append(_with_buffers(data, buffers))
-
-    def on_msg(self, callback) -> None:
-        pass
-
-    def close(self, *args, **kwargs) -> None:
-        pass
-
-
-def _with_buffers(data: dict, buffers) -> dict:
-    """The message's state with each binary buffer back in its place, as numbers (the browser puts a DataView
-    there; plotly's model reads it with the ``dtype`` beside it)."""
-    state = deepcopy(data["state"])
-    for path, buf in zip(data.get("buffer_paths", []), buffers or []):
-        *head, last = path
-        parent = state
-        for key in head:
-            parent = parent[key]
-        parent[last] = np.frombuffer(bytes(buf), dtype=parent["dtype"]).tolist()
-    return state
-
-
 def _decoded(value):
-    """A typed-array spec ({dtype, shape, buffer or value}) as its list; everything else as it is."""
+    """A typed-array spec ({dtype, shape, buffer}) as its list; everything else as it is."""
     if isinstance(value, dict):
-        if "dtype" in value and "shape" in value and ("buffer" in value or "value" in value):
-            return value.get("buffer", value.get("value"))
+        if "dtype" in value and "shape" in value and "buffer" in value:
+            return value["buffer"]
         return {k: _decoded(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decoded(v) for v in value]
@@ -94,14 +62,7 @@ def _decoded(value):
 
 @pytest.fixture
 def comms(monkeypatch) -> list[RecordingComm]:
-    made: list[RecordingComm] = []
-
-    def create_comm(**kwargs):
-        made.append(RecordingComm(**kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(comm, "create_comm", create_comm)
-    return made
+    return record_comms(monkeypatch)
 
 
 def views_after_each_message(messages: list[dict], tmp_path: Path) -> list[tuple[dict, list[dict]]]:
@@ -169,7 +130,7 @@ def test_a_view_drawn_after_any_message_draws_the_kernels_figure(comms, tmp_path
     drew the older figure and kept it."""
     fw = FigureWidget(message_figure("running...", "Gantt"))
     W.VBox([fw])  # shown: the comm opens
-    (c,) = [c for c in comms if "_widget_data" in c.messages[0]]
+    (c,) = figure_comms(comms)
     checks: list[tuple[int, str, tuple]] = [(0, "open", python_state(fw))]  # (message index, edit, figure)
     for what, edit in edits(fw):
         first = len(c.messages)
