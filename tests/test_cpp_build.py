@@ -38,9 +38,13 @@ def _env(ext_dir: Path) -> dict[str, str]:
     return {**os.environ, "TORCH_EXTENSIONS_DIR": str(ext_dir)}
 
 
+def _command(name: str) -> list[str]:
+    """A fresh interpreter that builds the extension ``name`` and prints twice(21)."""
+    return [sys.executable, "-c", _BUILD, name]
+
+
 def _build(ext_dir: Path, name: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-c", _BUILD, name]
-    return subprocess.run(cmd, env=_env(ext_dir), capture_output=True, text=True, timeout=HANG_GUARD_S)
+    return subprocess.run(_command(name), env=_env(ext_dir), capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_a_lock_left_by_a_killed_build_is_cleared(tmp_path: Path) -> None:
@@ -58,8 +62,7 @@ def test_a_lock_left_by_a_killed_build_is_cleared(tmp_path: Path) -> None:
 def test_killing_a_build_part_way_then_building_again(tmp_path: Path) -> None:
     name = "minivllm_test_killed_build"
     lock = tmp_path / name / "lock"
-    cmd = [sys.executable, "-c", _BUILD, name]
-    first = subprocess.Popen(cmd, env=_env(tmp_path), stderr=subprocess.DEVNULL, start_new_session=True)
+    first = subprocess.Popen(_command(name), env=_env(tmp_path), stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         while not lock.exists() and first.poll() is None:  # wait for the build to start (an event, not a time)
             time.sleep(0.01)
